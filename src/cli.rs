@@ -1,0 +1,271 @@
+//! The command line: one clap definition for the run, its environment variables, and the clients.
+
+use crate::duration;
+use crate::signal::{Rewrite, Sig};
+use crate::verdict::Sink;
+use clap::builder::BoolishValueParser;
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+const ABOUT: &str = "A mini-init that stops the whole process tree and proves it with a JSON verdict";
+
+const LONG_ABOUT: &str = "\
+vloer-run runs COMMAND as its child in a new process group, reaps every zombie, forwards every \
+signal to the child's group, and, when the run ends, stops the whole process tree: --stop-signal, \
+up to --grace, then SIGKILL until nothing is left or --kill-timeout passes. It then confirms from \
+/proc that no live process of the run remains and writes one JSON verdict line. \
+\"stopped\":true is only written with that proof.
+
+A command named stop, status or exec is run as `vloer-run -- stop ...`. Every run option can also \
+be set by the environment variable shown with it; a flag beats the variable.";
+
+const AFTER_HELP: &str = "\
+Durations: 500ms, 5s, 1m30s, or a plain number of seconds (2.5).
+Signals: TERM, SIGTERM, sigterm, RTMIN+2, or a number.
+
+Exit status: the child's; 128+N when the child was killed by signal N; 124 when --timeout stopped \
+the run; 125 when vloer-run failed or the stop was not confirmed; 126 when COMMAND cannot be \
+executed; 127 when COMMAND is not found.";
+
+/// The whole command line.
+#[derive(Parser, Debug)]
+#[command(
+    name = "vloer-run",
+    version = crate::VERSION,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    disable_help_subcommand = true,
+    max_term_width = 100
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub client: Option<Client>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+/// How the child is stopped when it exits on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum WhenChildExits {
+    /// Stop the rest of the tree at once.
+    Stop,
+    /// Wait for every descendant to exit on its own (still bounded by --timeout).
+    Wait,
+}
+
+/// Which processes the stop covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ScopeArg {
+    /// Every descendant of vloer-run, setsid() and daemonized ones included.
+    Tree,
+    /// The child's process group only (processes that leave it are neither signalled nor checked).
+    Group,
+}
+
+/// Where forwarded signals go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ForwardTo {
+    /// The child's whole process group.
+    Group,
+    /// The main child alone.
+    Child,
+}
+
+/// Options of a run.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Start the child in a new session (setsid) instead of a new process group; the terminal is
+    /// then not handed to it.
+    #[arg(long, env = "VLOER_SESSION", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub session: bool,
+
+    /// Where received signals are forwarded.
+    #[arg(long, env = "VLOER_FORWARD_TO", value_enum, default_value_t = ForwardTo::Group, value_name = "WHO")]
+    pub forward_to: ForwardTo,
+
+    /// Forward TO instead of FROM (repeatable; TO = 0 drops FROM).
+    #[arg(long, env = "VLOER_REWRITE", value_name = "FROM:TO", value_parser = Rewrite::parse, value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub rewrite: Vec<Rewrite>,
+
+    /// What the child's exit does to the rest of the tree.
+    #[arg(long, env = "VLOER_WHEN_CHILD_EXITS", value_enum, default_value_t = WhenChildExits::Stop, value_name = "WHAT")]
+    pub when_child_exits: WhenChildExits,
+
+    /// The polite signal a stop sends first.
+    #[arg(long, env = "VLOER_STOP_SIGNAL", value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
+    pub stop_signal: Sig,
+
+    /// How long a stop waits for the polite signal to work before SIGKILL.
+    #[arg(long, env = "VLOER_GRACE", value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
+    pub grace: Duration,
+
+    /// How long SIGKILL rounds go on before the stop is confirmed or reported unconfirmed.
+    #[arg(long, env = "VLOER_KILL_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = duration::parse)]
+    pub kill_timeout: Duration,
+
+    /// Signals that, received by vloer-run, start a stop after being forwarded (repeatable).
+    #[arg(long, env = "VLOER_STOP_ON", value_name = "SIG", default_value = "TERM", value_parser = parse_signal, value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub stop_on: Vec<Sig>,
+
+    /// Stop the run this long after the child started (0: never); exit 124.
+    #[arg(long, env = "VLOER_TIMEOUT", value_name = "DURATION", value_parser = duration::parse)]
+    pub timeout: Option<Duration>,
+
+    /// Which processes the stop covers and checks.
+    #[arg(long, env = "VLOER_SCOPE", value_enum, default_value_t = ScopeArg::Tree, value_name = "SCOPE")]
+    pub scope: ScopeArg,
+
+    /// Stop the run when vloer-run's parent process exits.
+    #[arg(long, env = "VLOER_PARENT_DEATH", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub parent_death: bool,
+
+    /// Signal the main child gets from the kernel if vloer-run itself dies (0: none).
+    #[arg(long, env = "VLOER_CHILD_PDEATHSIG", value_name = "SIG", default_value = "KILL", value_parser = parse_signal_or_zero)]
+    pub child_pdeathsig: Sig,
+
+    /// Where the verdict goes: a file path, - (stdout), stderr, or off.
+    #[arg(long, env = "VLOER_VERDICT", value_name = "PATH", default_value = "stderr", value_parser = Sink::parse)]
+    pub verdict: Sink,
+
+    /// After --timeout, exit with the child's status instead of 124.
+    #[arg(long, env = "VLOER_PRESERVE_STATUS", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub preserve_status: bool,
+
+    /// Map this exit code of the child to 0 (repeatable), e.g. 143 for a JVM.
+    #[arg(long, env = "VLOER_SUCCESS_EXIT", value_name = "CODE", value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub success_exit: Vec<u8>,
+
+    /// Serve stop, status and exec requests on a Unix socket at PATH (mode 0600).
+    #[arg(long, env = "VLOER_CONTROL", value_name = "PATH", value_parser = parse_socket_path)]
+    pub control: Option<PathBuf>,
+
+    /// Print each forwarded signal, reap and stop step on stderr.
+    #[arg(short, long, env = "VLOER_VERBOSE", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue, conflicts_with = "quiet")]
+    pub verbose: bool,
+
+    /// Print nothing but errors.
+    #[arg(short, long, env = "VLOER_QUIET", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub quiet: bool,
+
+    /// The command to run, and its arguments.
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
+    pub command: Vec<OsString>,
+}
+
+/// Talk to a running instance through its control socket.
+#[derive(Subcommand, Debug)]
+pub enum Client {
+    /// Stop the run, wait for it, print its verdict; exit 0 when stopped is true, 1 when false.
+    Stop {
+        /// The instance's control socket.
+        #[arg(long, value_name = "PATH")]
+        control: PathBuf,
+        /// Use this grace period instead of the instance's own.
+        #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+        grace: Option<Duration>,
+    },
+    /// Print the run as JSON: vloer-run, the child, every live process, the running execs.
+    Status {
+        /// The instance's control socket.
+        #[arg(long, value_name = "PATH")]
+        control: PathBuf,
+    },
+    /// Run COMMAND inside the run, as the instance's own child, with this terminal's stdio.
+    Exec {
+        /// The instance's control socket.
+        #[arg(long, value_name = "PATH")]
+        control: PathBuf,
+        /// Stop the command after this long; exit 124.
+        #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+        timeout: Option<Duration>,
+        /// The command to run, and its arguments.
+        #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
+        command: Vec<OsString>,
+    },
+}
+
+fn parse_signal(s: &str) -> Result<Sig, String> {
+    Sig::parse(s, false)
+}
+
+fn parse_signal_or_zero(s: &str) -> Result<Sig, String> {
+    Sig::parse(s, true)
+}
+
+fn parse_socket_path(s: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(s);
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    if s.is_empty() {
+        return Err("empty path; expected a socket path in an existing folder".into());
+    }
+    if !parent.is_dir() {
+        return Err(format!("folder '{}' does not exist; expected a socket path in an existing folder", parent.display()));
+    }
+    // sockaddr_un holds 108 bytes including the terminating NUL.
+    if s.len() > 107 {
+        return Err(format!("'{s}' is {} bytes long; a Unix socket path holds at most 107", s.len()));
+    }
+    Ok(path)
+}
+
+/// Renders a clap error as one `vloer-run:` line (the contract wants one line and exit 125).
+pub fn one_line_error(err: &clap::Error) -> String {
+    use clap::error::ErrorKind;
+    let text = err.to_string();
+    let mut parts = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            if !parts.is_empty() {
+                break;
+            }
+            continue;
+        }
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        parts.push(line.strip_prefix("error: ").unwrap_or(line).to_string());
+    }
+    let mut msg = parts.join(" ");
+    if err.kind() == ErrorKind::MissingRequiredArgument && msg.contains("<COMMAND>") {
+        msg = "no COMMAND given; usage: vloer-run [OPTIONS] [--] COMMAND [ARG]...".into();
+    }
+    format!("{msg} (see vloer-run --help)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn synopsis_forms_parse() {
+        let c = Cli::try_parse_from(["vloer-run", "sleep", "-v"]).unwrap();
+        assert_eq!(c.run.command, ["sleep", "-v"]);
+        assert!(!c.run.verbose);
+        let c = Cli::try_parse_from(["vloer-run", "--grace", "2s", "sleep", "1"]).unwrap();
+        assert_eq!(c.run.grace, Duration::from_secs(2));
+        let c = Cli::try_parse_from(["vloer-run", "--", "stop"]).unwrap();
+        assert!(c.client.is_none());
+        assert_eq!(c.run.command, ["stop"]);
+        let c = Cli::try_parse_from(["vloer-run", "stop", "--control", "/tmp/x"]).unwrap();
+        assert!(matches!(c.client, Some(Client::Stop { .. })));
+        let c = Cli::try_parse_from(["vloer-run", "exec", "--control", "/tmp/x", "--", "ls", "-l"]).unwrap();
+        assert!(matches!(c.client, Some(Client::Exec { ref command, .. }) if command == &["ls", "-l"]));
+        let c = Cli::try_parse_from(["vloer-run", "--rewrite", "TERM:QUIT", "--rewrite", "INT:0", "x"]).unwrap();
+        assert_eq!(c.run.rewrite.len(), 2);
+    }
+}

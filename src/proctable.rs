@@ -1,0 +1,218 @@
+//! The process table as `/proc` shows it: who is in the run's scope, and whether they are alive.
+
+use nix::unistd::Pid;
+use procfs::FromRead;
+use serde::Serialize;
+use std::collections::HashSet;
+use std::io;
+use std::path::Path;
+
+/// One process as read from `/proc/PID/stat`.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct Proc {
+    #[serde(serialize_with = "ser_pid")]
+    pub pid: Pid,
+    #[serde(serialize_with = "ser_pid")]
+    pub ppid: Pid,
+    #[serde(serialize_with = "ser_pid")]
+    pub pgid: Pid,
+    #[serde(serialize_with = "ser_pid")]
+    pub sid: Pid,
+    pub state: String,
+    pub comm: String,
+    #[serde(skip)]
+    pub starttime: u64,
+    #[serde(skip)]
+    pub threads: i64,
+}
+
+fn ser_pid<S: serde::Serializer>(p: &Pid, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_i32(p.as_raw())
+}
+
+impl Proc {
+    /// Zombies and dead tasks do not count as alive.
+    pub fn is_live(&self) -> bool {
+        !matches!(self.state.as_str(), "Z" | "X" | "x")
+    }
+}
+
+/// Which processes a stop covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Every descendant of vloer-run.
+    Tree,
+    /// The members of one process group, wherever they are.
+    Group(Pid),
+}
+
+/// Why `/proc` could not prove anything.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcError(pub String);
+
+impl std::fmt::Display for ProcError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn gone(err: &io::Error) -> bool {
+    matches!(err.kind(), io::ErrorKind::NotFound) || err.raw_os_error() == Some(libc::ESRCH)
+}
+
+/// Reads one process; `Ok(None)` when it no longer exists.
+pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
+    let path = format!("/proc/{pid}/stat");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if gone(&e) => return Ok(None),
+        Err(e) => return Err(ProcError(format!("reading {path}: {e}"))),
+    };
+    let stat = procfs::process::Stat::from_read(&bytes[..])
+        .map_err(|e| ProcError(format!("parsing {path}: {e}")))?;
+    Ok(Some(Proc {
+        pid: Pid::from_raw(stat.pid),
+        ppid: Pid::from_raw(stat.ppid),
+        pgid: Pid::from_raw(stat.pgrp),
+        sid: Pid::from_raw(stat.session),
+        state: stat.state.to_string(),
+        comm: stat.comm,
+        starttime: stat.starttime,
+        threads: stat.num_threads,
+    }))
+}
+
+/// The command line of a process, arguments joined by spaces; empty for kernel threads and zombies.
+pub fn cmdline(pid: Pid) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| {
+            b.split(|c| *c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_default()
+}
+
+/// Proves that `/proc` is a procfs for our own pid namespace; anything else cannot be trusted.
+pub fn check_procfs() -> Result<(), ProcError> {
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    let fs = nix::sys::statfs::statfs("/proc").map_err(|e| ProcError(format!("cannot read /proc: {e}")))?;
+    if fs.filesystem_type().0 as i64 != PROC_SUPER_MAGIC {
+        return Err(ProcError("/proc is not a procfs mount, so no process can be proven gone".into()));
+    }
+    let me = nix::unistd::getpid();
+    match read(me) {
+        Ok(Some(p)) if p.pid == me => Ok(()),
+        Ok(_) => Err(ProcError(format!(
+            "/proc does not show vloer-run itself (pid {me}): it belongs to another pid namespace"
+        ))),
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether the kernel lists children in `/proc/PID/task/TID/children`.
+fn have_children_files(me: Pid) -> bool {
+    Path::new(&format!("/proc/{me}/task/{me}/children")).exists()
+}
+
+fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<(), ProcError> {
+    let mut read_one = |path: String| -> Result<(), ProcError> {
+        match std::fs::read_to_string(&path) {
+            Ok(s) => {
+                out.extend(s.split_ascii_whitespace().filter_map(|t| t.parse().ok()).map(Pid::from_raw));
+                Ok(())
+            }
+            Err(e) if gone(&e) => Ok(()),
+            Err(e) => Err(ProcError(format!("reading {path}: {e}"))),
+        }
+    };
+    if threads <= 1 {
+        return read_one(format!("/proc/{pid}/task/{pid}/children"));
+    }
+    // Children belong to the thread that forked them.
+    let dir = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(d) => d,
+        Err(e) if gone(&e) => return Ok(()),
+        Err(e) => return Err(ProcError(format!("reading /proc/{pid}/task: {e}"))),
+    };
+    for entry in dir.flatten() {
+        if let Some(tid) = entry.file_name().to_str() {
+            read_one(format!("/proc/{pid}/task/{tid}/children"))?;
+        }
+    }
+    Ok(())
+}
+
+/// Every process in /proc (the fallback when children files are missing, and for group scope).
+fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
+    let dir = std::fs::read_dir("/proc").map_err(|e| ProcError(format!("reading /proc: {e}")))?;
+    let mut out = Vec::new();
+    for entry in dir {
+        let entry = entry.map_err(|e| ProcError(format!("reading /proc: {e}")))?;
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+            continue;
+        };
+        if pid == me.as_raw() {
+            continue;
+        }
+        if let Some(p) = read(Pid::from_raw(pid))? {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads the scope afresh: every process in it, zombies included (callers filter with `is_live`).
+/// vloer-run itself is never part of it.
+pub fn scan(scope: Scope) -> Result<Vec<Proc>, ProcError> {
+    check_procfs()?;
+    let me = nix::unistd::getpid();
+    match scope {
+        Scope::Group(pgid) => Ok(all(me)?.into_iter().filter(|p| p.pgid == pgid).collect()),
+        Scope::Tree if have_children_files(me) => {
+            let mut out = Vec::new();
+            let mut seen = HashSet::new();
+            let mut queue = Vec::new();
+            children_of(me, 1, &mut queue)?;
+            while let Some(pid) = queue.pop() {
+                if !seen.insert(pid) {
+                    continue;
+                }
+                if let Some(p) = read(pid)? {
+                    if p.is_live() {
+                        children_of(pid, p.threads, &mut queue)?;
+                    }
+                    out.push(p);
+                }
+            }
+            Ok(out)
+        }
+        Scope::Tree => {
+            let procs = all(me)?;
+            let mut inside: HashSet<Pid> = HashSet::from([me]);
+            // Parents may be listed after their children; iterate until no new member is found.
+            loop {
+                let before = inside.len();
+                for p in &procs {
+                    if inside.contains(&p.ppid) {
+                        inside.insert(p.pid);
+                    }
+                }
+                if inside.len() == before {
+                    break;
+                }
+            }
+            Ok(procs.into_iter().filter(|p| inside.contains(&p.pid)).collect())
+        }
+    }
+}
+
+/// Whether `p` (freshly read) belongs to `scope`, given the members already known to be inside.
+pub fn belongs(p: &Proc, scope: Scope, known: &HashSet<Pid>) -> bool {
+    match scope {
+        Scope::Group(pgid) => p.pgid == pgid,
+        Scope::Tree => p.ppid == nix::unistd::getpid() || known.contains(&p.ppid),
+    }
+}

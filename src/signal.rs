@@ -1,0 +1,226 @@
+//! Signal numbers and names, including the real-time range that nix's `Signal` enum cannot hold.
+
+use std::fmt;
+
+/// A signal number, real-time signals included; `0` only appears as a rewrite target.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct Sig(i32);
+
+const NAMES: &[(&str, i32)] = &[
+    ("HUP", libc::SIGHUP),
+    ("INT", libc::SIGINT),
+    ("QUIT", libc::SIGQUIT),
+    ("ILL", libc::SIGILL),
+    ("TRAP", libc::SIGTRAP),
+    ("ABRT", libc::SIGABRT),
+    ("IOT", libc::SIGIOT),
+    ("BUS", libc::SIGBUS),
+    ("FPE", libc::SIGFPE),
+    ("KILL", libc::SIGKILL),
+    ("USR1", libc::SIGUSR1),
+    ("SEGV", libc::SIGSEGV),
+    ("USR2", libc::SIGUSR2),
+    ("PIPE", libc::SIGPIPE),
+    ("ALRM", libc::SIGALRM),
+    ("TERM", libc::SIGTERM),
+    ("STKFLT", libc::SIGSTKFLT),
+    ("CHLD", libc::SIGCHLD),
+    ("CLD", libc::SIGCHLD),
+    ("CONT", libc::SIGCONT),
+    ("STOP", libc::SIGSTOP),
+    ("TSTP", libc::SIGTSTP),
+    ("TTIN", libc::SIGTTIN),
+    ("TTOU", libc::SIGTTOU),
+    ("URG", libc::SIGURG),
+    ("XCPU", libc::SIGXCPU),
+    ("XFSZ", libc::SIGXFSZ),
+    ("VTALRM", libc::SIGVTALRM),
+    ("PROF", libc::SIGPROF),
+    ("WINCH", libc::SIGWINCH),
+    ("IO", libc::SIGIO),
+    ("POLL", libc::SIGPOLL),
+    ("PWR", libc::SIGPWR),
+    ("SYS", libc::SIGSYS),
+];
+
+impl Sig {
+    pub const HUP: Sig = Sig(libc::SIGHUP);
+    pub const INT: Sig = Sig(libc::SIGINT);
+    pub const KILL: Sig = Sig(libc::SIGKILL);
+    pub const TERM: Sig = Sig(libc::SIGTERM);
+    pub const CHLD: Sig = Sig(libc::SIGCHLD);
+    pub const CONT: Sig = Sig(libc::SIGCONT);
+    pub const STOP: Sig = Sig(libc::SIGSTOP);
+    pub const TSTP: Sig = Sig(libc::SIGTSTP);
+    pub const TTIN: Sig = Sig(libc::SIGTTIN);
+    pub const TTOU: Sig = Sig(libc::SIGTTOU);
+    pub const PIPE: Sig = Sig(libc::SIGPIPE);
+    pub const WINCH: Sig = Sig(libc::SIGWINCH);
+
+    /// The highest signal number this system knows (SIGRTMAX).
+    pub fn max() -> i32 {
+        libc::SIGRTMAX()
+    }
+
+    /// A signal from a raw number, if it names a real signal (1..=SIGRTMAX).
+    pub fn from_raw(n: i32) -> Option<Sig> {
+        (1..=Sig::max()).contains(&n).then_some(Sig(n))
+    }
+
+    /// The "no signal" value, used by `--rewrite FROM:0` and the parent-death option.
+    pub const NONE: Sig = Sig(0);
+
+    pub fn raw(self) -> i32 {
+        self.0
+    }
+
+    pub fn is_none(self) -> bool {
+        self.0 == 0
+    }
+
+    /// Whether this is one of the job-control stop signals a terminal sends.
+    pub fn is_job_control(self) -> bool {
+        matches!(self.0, libc::SIGTSTP | libc::SIGTTIN | libc::SIGTTOU)
+    }
+
+    /// Parses `TERM`, `SIGTERM`, `sigterm`, `15`, `RTMIN+2`, `SIGRTMAX-1`; `allow_zero` admits `0`.
+    pub fn parse(text: &str, allow_zero: bool) -> Result<Sig, String> {
+        let t = text.trim();
+        let accepted = "a signal name such as TERM, SIGTERM or sigterm, RTMIN+N, or a number";
+        if t.is_empty() {
+            return Err(format!("empty signal; expected {accepted}"));
+        }
+        if let Ok(n) = t.parse::<i32>() {
+            if n == 0 && allow_zero {
+                return Ok(Sig::NONE);
+            }
+            return Sig::from_raw(n).ok_or_else(|| {
+                format!("signal number {n} is out of range 1..={}", Sig::max())
+            });
+        }
+        let upper = t.to_ascii_uppercase();
+        let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
+        if let Some(&(_, n)) = NAMES.iter().find(|(name, _)| *name == bare) {
+            return Ok(Sig(n));
+        }
+        let rt = |base: i32, rest: &str, sign: i32| -> Option<Sig> {
+            if rest.is_empty() {
+                return Sig::from_raw(base);
+            }
+            let off: i32 = rest.parse().ok()?;
+            let n = base + sign * off;
+            (libc::SIGRTMIN()..=libc::SIGRTMAX())
+                .contains(&n)
+                .then_some(Sig(n))
+        };
+        let parsed = if let Some(rest) = bare.strip_prefix("RTMIN") {
+            match rest.strip_prefix('+') {
+                Some(r) => rt(libc::SIGRTMIN(), r, 1),
+                None if rest.is_empty() => rt(libc::SIGRTMIN(), "", 1),
+                None => None,
+            }
+        } else if let Some(rest) = bare.strip_prefix("RTMAX") {
+            match rest.strip_prefix('-') {
+                Some(r) => rt(libc::SIGRTMAX(), r, -1),
+                None if rest.is_empty() => rt(libc::SIGRTMAX(), "", -1),
+                None => None,
+            }
+        } else {
+            None
+        };
+        parsed.ok_or_else(|| format!("unknown signal '{text}'; expected {accepted}"))
+    }
+
+    /// The canonical name: `SIGTERM`, `SIGRTMIN+3`, or the number for a gap.
+    pub fn name(self) -> String {
+        if self.0 == 0 {
+            return "0".to_string();
+        }
+        if let Some((name, _)) = NAMES
+            .iter()
+            .find(|(name, n)| *n == self.0 && !matches!(*name, "IOT" | "CLD" | "POLL"))
+        {
+            return format!("SIG{name}");
+        }
+        let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+        if (min..=max).contains(&self.0) {
+            if self.0 - min <= max - self.0 {
+                return if self.0 == min { "SIGRTMIN".into() } else { format!("SIGRTMIN+{}", self.0 - min) };
+            }
+            return if self.0 == max { "SIGRTMAX".into() } else { format!("SIGRTMAX-{}", max - self.0) };
+        }
+        self.0.to_string()
+    }
+}
+
+impl fmt::Display for Sig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// The `--rewrite FROM:TO` table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Rewrite {
+    pub from: Sig,
+    pub to: Sig,
+}
+
+impl Rewrite {
+    pub fn parse(text: &str) -> Result<Rewrite, String> {
+        let (from, to) = text
+            .split_once(':')
+            .ok_or_else(|| format!("'{text}' is not FROM:TO (for example TERM:QUIT, or INT:0 to drop)"))?;
+        let from = Sig::parse(from, false)?;
+        if matches!(from.0, libc::SIGKILL | libc::SIGSTOP | libc::SIGCHLD) {
+            return Err(format!("{from} cannot be rewritten: vloer-run never receives it as a forwardable signal"));
+        }
+        Ok(Rewrite { from, to: Sig::parse(to, true)? })
+    }
+}
+
+impl Default for Sig {
+    fn default() -> Self {
+        Sig::NONE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_numbers() {
+        for t in ["TERM", "SIGTERM", "sigterm", "Term", "15", " 15 "] {
+            assert_eq!(Sig::parse(t, false), Ok(Sig::TERM), "{t}");
+        }
+        assert_eq!(Sig::parse("RTMIN", false).unwrap().raw(), libc::SIGRTMIN());
+        assert_eq!(Sig::parse("sigrtmin+2", false).unwrap().raw(), libc::SIGRTMIN() + 2);
+        assert_eq!(Sig::parse("RTMAX-1", false).unwrap().raw(), libc::SIGRTMAX() - 1);
+        assert_eq!(Sig::parse("0", true), Ok(Sig::NONE));
+        assert!(Sig::parse("0", false).is_err());
+        assert!(Sig::parse("65", false).is_err());
+        assert!(Sig::parse("FOO", false).is_err());
+        assert!(Sig::parse("RTMIN+99", false).is_err());
+        assert!(Sig::parse("", false).is_err());
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for n in 1..=Sig::max() {
+            let s = Sig::from_raw(n).unwrap();
+            if n == 32 || n == 33 {
+                continue;
+            }
+            assert_eq!(Sig::parse(&s.name(), false), Ok(s), "{n} {}", s.name());
+        }
+    }
+
+    #[test]
+    fn rewrite() {
+        assert_eq!(Rewrite::parse("TERM:QUIT").unwrap().to.raw(), libc::SIGQUIT);
+        assert!(Rewrite::parse("INT:0").unwrap().to.is_none());
+        assert!(Rewrite::parse("TERM").is_err());
+        assert!(Rewrite::parse("KILL:TERM").is_err());
+    }
+}

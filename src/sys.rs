@@ -1,0 +1,362 @@
+//! Every raw syscall and `unsafe` block of vloer-run, each with the reason it is sound.
+//!
+//! Everything above this module speaks in `Pid`, `Sig` and `OwnedFd`.
+#![allow(unsafe_code)]
+
+use crate::signal::Sig;
+use nix::unistd::Pid;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+// ---------------------------------------------------------------------------------------------
+// The state vloer-run was started with, captured before Rust's runtime touches it.
+
+static mut START_MASK: MaybeUninit<libc::sigset_t> = MaybeUninit::uninit();
+static START_CAPTURED: AtomicBool = AtomicBool::new(false);
+static START_SIGPIPE_IGNORED: AtomicBool = AtomicBool::new(false);
+static START_FD_CLOSED: [AtomicBool; 3] = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
+
+extern "C" fn capture_start_state() {
+    // SAFETY: this runs from .init_array, before main and before any other thread exists, so the
+    // single write to START_MASK cannot race a reader. The libc calls only query state, into
+    // valid, writable memory.
+    unsafe {
+        let mut mask = MaybeUninit::<libc::sigset_t>::uninit();
+        if libc::sigprocmask(libc::SIG_SETMASK, std::ptr::null(), mask.as_mut_ptr()) == 0 {
+            std::ptr::addr_of_mut!(START_MASK).write(mask);
+            START_CAPTURED.store(true, Ordering::SeqCst);
+        }
+        let mut old = MaybeUninit::<libc::sigaction>::zeroed();
+        if libc::sigaction(libc::SIGPIPE, std::ptr::null(), old.as_mut_ptr()) == 0 {
+            START_SIGPIPE_IGNORED.store(old.assume_init().sa_sigaction == libc::SIG_IGN, Ordering::SeqCst);
+        }
+        for (fd, closed) in START_FD_CLOSED.iter().enumerate() {
+            closed.store(libc::fcntl(fd as RawFd, libc::F_GETFD) == -1, Ordering::SeqCst);
+        }
+    }
+}
+
+// Rust's runtime sets SIGPIPE to SIG_IGN before main; this hook sees it as the caller left it.
+#[used]
+#[link_section = ".init_array"]
+static CAPTURE_START_STATE: extern "C" fn() = capture_start_state;
+
+/// The signal mask vloer-run was started with.
+fn start_mask() -> libc::sigset_t {
+    if START_CAPTURED.load(Ordering::SeqCst) {
+        // SAFETY: START_MASK was fully written before START_CAPTURED was set, and is never
+        // written again.
+        unsafe { std::ptr::addr_of!(START_MASK).read().assume_init() }
+    } else {
+        // The hook did not run (it always does on Linux); an empty mask is the documented default.
+        empty_set()
+    }
+}
+
+fn empty_set() -> libc::sigset_t {
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigemptyset initialises the whole set it is given.
+    unsafe {
+        libc::sigemptyset(set.as_mut_ptr());
+        set.assume_init()
+    }
+}
+
+/// Whether `sig` was ignored (SIG_IGN) when vloer-run started.
+pub fn ignored_at_start(sig: Sig) -> bool {
+    if sig == Sig::PIPE {
+        return START_SIGPIPE_IGNORED.load(Ordering::SeqCst);
+    }
+    let mut old = MaybeUninit::<libc::sigaction>::zeroed();
+    // SAFETY: a query only (null new action) into zeroed, writable memory.
+    let rc = unsafe { libc::sigaction(sig.raw(), std::ptr::null(), old.as_mut_ptr()) };
+    // SAFETY: sigaction filled the struct when it returned 0; zeroed is a valid sigaction too.
+    rc == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
+}
+
+/// Fills fds 0-2 that were closed at start with /dev/null, so that no descriptor vloer-run opens
+/// later (a socket, the signalfd) can be mistaken for stdout or stderr. The child gets them closed.
+pub fn occupy_closed_std_fds() {
+    for (fd, closed) in START_FD_CLOSED.iter().enumerate() {
+        if closed.load(Ordering::SeqCst) {
+            // SAFETY: plain open with a static NUL-terminated path; the result is checked.
+            let got = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDWR | libc::O_CLOEXEC) };
+            if got >= 0 && got != fd as RawFd {
+                // SAFETY: both descriptors are valid; dup3 gives `fd` the CLOEXEC copy we want.
+                unsafe {
+                    libc::dup3(got, fd as RawFd, libc::O_CLOEXEC);
+                    libc::close(got);
+                }
+            } else if got == fd as RawFd {
+                // Already at the right number, with CLOEXEC set by open.
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signals in: a signalfd over every catchable signal.
+
+/// Blocks every signal vloer-run handles and returns a signalfd that reports them.
+pub fn signalfd_for_all() -> io::Result<OwnedFd> {
+    // An inherited SIG_IGN for SIGCHLD would make the kernel reap children behind our back.
+    // SAFETY: setting SIG_DFL installs no handler, so no code of ours runs asynchronously.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
+    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigfillset initialises the set; glibc leaves out its two internal signals.
+    let mut set = unsafe {
+        libc::sigfillset(set.as_mut_ptr());
+        set.assume_init()
+    };
+    // SAFETY: `set` is initialised; removing members cannot fail for valid numbers.
+    unsafe {
+        libc::sigdelset(&mut set, libc::SIGKILL);
+        libc::sigdelset(&mut set, libc::SIGSTOP);
+        // Our own writes to a closed pipe must stay EPIPE errors, not a signal to forward.
+        libc::sigdelset(&mut set, libc::SIGPIPE);
+    }
+    // SAFETY: `set` is initialised; a blocked mask on our only thread makes signalfd see them.
+    if unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: -1 asks for a new descriptor; the result is checked before it is owned.
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// One signal read from the signalfd.
+#[derive(Clone, Copy, Debug)]
+pub struct SigInfo {
+    pub sig: Sig,
+    pub sender: Pid,
+}
+
+/// Reads every pending signal from the signalfd without blocking.
+pub fn read_signals(fd: BorrowedFd<'_>) -> io::Result<Vec<SigInfo>> {
+    let mut out = Vec::new();
+    loop {
+        let mut info = MaybeUninit::<libc::signalfd_siginfo>::zeroed();
+        let size = std::mem::size_of::<libc::signalfd_siginfo>();
+        // SAFETY: the buffer is exactly one signalfd_siginfo and writable.
+        let n = unsafe { libc::read(fd.as_raw_fd(), info.as_mut_ptr().cast(), size) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            return match err.kind() {
+                io::ErrorKind::WouldBlock => Ok(out),
+                io::ErrorKind::Interrupted => continue,
+                _ => Err(err),
+            };
+        }
+        if n as usize != size {
+            return Ok(out);
+        }
+        // SAFETY: the kernel wrote a whole record.
+        let info = unsafe { info.assume_init() };
+        if let Some(sig) = Sig::from_raw(info.ssi_signo as i32) {
+            out.push(SigInfo { sig, sender: Pid::from_raw(info.ssi_pid as i32) });
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The child between fork and exec.
+
+/// What the child must do between fork and exec; plain data so the hook can stay allocation-free.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChildSetup {
+    pub new_session: bool,
+    pub foreground_tty: Option<RawFd>,
+    pub parent_death_signal: Option<Sig>,
+    pub parent: i32,
+}
+
+/// Makes `cmd` apply `setup` in the child between fork and exec.
+pub fn install_child_setup(cmd: &mut std::process::Command, setup: ChildSetup) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook only makes async-signal-safe calls on its own copy of plain data
+    // (see child_pre_exec), which is what pre_exec requires after fork.
+    unsafe {
+        cmd.pre_exec(move || child_pre_exec(&setup));
+    }
+}
+
+/// Runs in the forked child before exec: only async-signal-safe calls, no allocation.
+fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
+    // SAFETY: every call below is async-signal-safe (setsid, sigprocmask, tcsetpgrp, signal,
+    // close, prctl, getppid, getpid) and uses only stack data and the copied `setup`.
+    unsafe {
+        if setup.new_session && libc::setsid() < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if let Some(tty) = setup.foreground_tty {
+            // std emptied the mask; block everything so tcsetpgrp from a background group does
+            // not stop us with SIGTTOU.
+            let mut all = MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigfillset(all.as_mut_ptr());
+            libc::sigprocmask(libc::SIG_SETMASK, all.as_ptr(), std::ptr::null_mut());
+            // Failure is not fatal: the parent makes the same call, and one of them wins.
+            libc::tcsetpgrp(tty, libc::getpgrp());
+        }
+        if START_SIGPIPE_IGNORED.load(Ordering::Relaxed) {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+        }
+        for (fd, closed) in START_FD_CLOSED.iter().enumerate() {
+            if closed.load(Ordering::Relaxed) {
+                libc::close(fd as RawFd);
+            }
+        }
+        if let Some(sig) = setup.parent_death_signal {
+            libc::prctl(libc::PR_SET_PDEATHSIG, sig.raw() as libc::c_ulong, 0, 0, 0);
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != setup.parent {
+                libc::kill(libc::getpid(), sig.raw());
+            }
+        }
+        // std emptied the mask before this hook runs; the child gets the one we started with.
+        let mask = start_mask();
+        if libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reaping.
+
+/// What `waitpid` reported for one child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildState {
+    Exited(i32),
+    Signaled(Sig),
+    Stopped(Sig),
+    Continued,
+}
+
+/// Reaps one child without blocking; `None` when no child has changed state.
+pub fn wait_any() -> io::Result<Option<(Pid, ChildState)>> {
+    let mut status: libc::c_int = 0;
+    // SAFETY: `status` is a valid out-pointer; WNOHANG makes the call non-blocking. The raw
+    // status is decoded here because nix loses children killed by real-time signals.
+    let pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::WUNTRACED | libc::WCONTINUED) };
+    if pid < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ECHILD) => Ok(None),
+            _ => Err(err),
+        };
+    }
+    if pid == 0 {
+        return Ok(None);
+    }
+    let state = if libc::WIFEXITED(status) {
+        ChildState::Exited(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        ChildState::Signaled(Sig::from_raw(libc::WTERMSIG(status)).unwrap_or(Sig::KILL))
+    } else if libc::WIFSTOPPED(status) {
+        ChildState::Stopped(Sig::from_raw(libc::WSTOPSIG(status)).unwrap_or(Sig::STOP))
+    } else {
+        ChildState::Continued
+    };
+    Ok(Some((Pid::from_raw(pid), state)))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Signals out, pid-safe where the kernel has pidfds.
+
+static NO_PIDFD: AtomicBool = AtomicBool::new(false);
+
+/// Opens a pidfd for `pid`; `Unsupported` when the kernel has none (cached after the first try).
+pub fn pidfd_open(pid: Pid) -> io::Result<OwnedFd> {
+    if NO_PIDFD.load(Ordering::Relaxed) {
+        return Err(io::ErrorKind::Unsupported.into());
+    }
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0 as libc::c_uint) };
+    if fd < 0 {
+        let err = io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ENOSYS) {
+            NO_PIDFD.store(true, Ordering::Relaxed);
+            return Err(io::ErrorKind::Unsupported.into());
+        }
+        return Err(err);
+    }
+    // SAFETY: a fresh descriptor (pidfds are created close-on-exec) that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Whether this kernel gives pidfds (known after the first `pidfd_open`).
+pub fn have_pidfd() -> bool {
+    !NO_PIDFD.load(Ordering::Relaxed)
+}
+
+/// Sends `sig` through a pidfd, so a recycled pid can never be hit.
+pub fn pidfd_send_signal(fd: BorrowedFd<'_>, sig: Sig) -> io::Result<()> {
+    // SAFETY: the descriptor is a live pidfd we own; info is NULL as the syscall allows.
+    let rc = unsafe {
+        libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), sig.raw(), std::ptr::null::<libc::siginfo_t>(), 0 as libc::c_uint)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `kill(2)` with any signal number, real-time ones included.
+pub fn kill(pid: Pid, sig: Sig) -> io::Result<()> {
+    // SAFETY: kill takes plain integers.
+    if unsafe { libc::kill(pid.as_raw(), sig.raw()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// `killpg(2)` with any signal number.
+pub fn killpg(pgid: Pid, sig: Sig) -> io::Result<()> {
+    // SAFETY: killpg takes plain integers.
+    if unsafe { libc::killpg(pgid.as_raw(), sig.raw()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Stops vloer-run itself (job control), as a shell expects of a stopped job.
+pub fn stop_self() {
+    // SAFETY: raise with SIGSTOP cannot be caught or blocked; execution resumes on SIGCONT.
+    unsafe {
+        libc::raise(libc::SIGSTOP);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process-wide settings.
+
+/// Makes vloer-run the reaper of every orphaned descendant.
+pub fn set_child_subreaper() -> io::Result<()> {
+    nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
+}
+
+/// The terminal's foreground process group, or None when `fd` is not a terminal.
+pub fn tcgetpgrp(fd: RawFd) -> Option<Pid> {
+    // SAFETY: tcgetpgrp on any descriptor number is harmless; errors are returned as -1.
+    let pg = unsafe { libc::tcgetpgrp(fd) };
+    (pg > 0).then(|| Pid::from_raw(pg))
+}
+
+/// Makes `pgid` the terminal's foreground group; SIGTTOU is blocked in vloer-run, so this works
+/// from the background.
+pub fn tcsetpgrp(fd: RawFd, pgid: Pid) -> io::Result<()> {
+    // SAFETY: plain integers; errors are returned as -1.
+    if unsafe { libc::tcsetpgrp(fd, pgid.as_raw()) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,215 @@
+//! The JSON verdict (schema 1): built once per run, fitted to 4096 bytes, written to its sink.
+
+use crate::proctable::Proc;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
+
+/// A Kubernetes termination message holds at most this many bytes; the newline counts.
+pub const MAX_BYTES: usize = 4096;
+const MAX_ERROR_CHARS: usize = 1024;
+
+/// Why the stop began.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Reason {
+    ChildExited,
+    Signal,
+    Timeout,
+    Control,
+    ParentDied,
+}
+
+/// The main child's end, as far as it is known.
+#[derive(Clone, Debug, Serialize, Default, PartialEq, Eq)]
+pub struct ChildReport {
+    pub pid: Option<i32>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+}
+
+/// The verdict, schema 1, field for field as the contract lists them.
+#[derive(Clone, Debug, Serialize)]
+pub struct Verdict {
+    pub stopped: bool,
+    pub survivors: Vec<Proc>,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub survivors_omitted: usize,
+    pub reason: Reason,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<String>,
+    pub child: ChildReport,
+    pub exit_code: i32,
+    pub scope: &'static str,
+    pub sent: BTreeMap<String, u64>,
+    pub reaped: u64,
+    pub elapsed_ms: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub schema: u32,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl Verdict {
+    /// One line of JSON with its newline, at most 4096 bytes: survivors are dropped from the end
+    /// (and counted in `survivors_omitted`) until it fits.
+    pub fn to_line(&self) -> String {
+        let mut v = self.clone();
+        if let Some(e) = &mut v.error {
+            if e.chars().count() > MAX_ERROR_CHARS {
+                *e = e.chars().take(MAX_ERROR_CHARS).collect::<String>() + "…";
+            }
+        }
+        loop {
+            let line = serde_json::to_string(&v).expect("a verdict always serialises") + "\n";
+            if line.len() <= MAX_BYTES || v.survivors.is_empty() {
+                return line;
+            }
+            // Drop in proportion to the excess so 5000 survivors do not take 5000 passes.
+            let over = line.len() - MAX_BYTES;
+            let per = (line.len() / (v.survivors.len() + 1)).max(1);
+            let drop = (over / per).clamp(1, v.survivors.len());
+            let keep = v.survivors.len() - drop;
+            v.survivors.truncate(keep);
+            v.survivors_omitted += drop;
+        }
+    }
+}
+
+/// Where the verdict goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sink {
+    Off,
+    Stdout,
+    Stderr,
+    Path(PathBuf),
+}
+
+impl Sink {
+    /// Parses `--verdict`: `off`, `-`, `stderr`, or a path whose folder exists.
+    pub fn parse(text: &str) -> Result<Sink, String> {
+        match text {
+            "off" => return Ok(Sink::Off),
+            "-" | "stdout" => return Ok(Sink::Stdout),
+            "stderr" => return Ok(Sink::Stderr),
+            "" => return Err("empty path; expected a file path, -, stderr or off".into()),
+            _ => {}
+        }
+        let path = PathBuf::from(text);
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        if !parent.is_dir() {
+            return Err(format!("folder '{}' does not exist; expected a file path in an existing folder, -, stderr or off", parent.display()));
+        }
+        Ok(Sink::Path(path))
+    }
+
+    /// Writes the line. A regular file is replaced atomically; a FIFO, a character device or
+    /// `/dev/fd/N` gets a single write.
+    pub fn write(&self, line: &str) -> Result<(), String> {
+        match self {
+            Sink::Off => Ok(()),
+            Sink::Stdout => write_all_once(&mut std::io::stdout().lock(), line).map_err(|e| format!("writing the verdict to stdout: {e}")),
+            Sink::Stderr => write_all_once(&mut std::io::stderr().lock(), line).map_err(|e| format!("writing the verdict to stderr: {e}")),
+            Sink::Path(path) => write_path(path, line).map_err(|e| format!("writing the verdict to {}: {e}", path.display())),
+        }
+    }
+}
+
+fn write_all_once(w: &mut dyn Write, line: &str) -> std::io::Result<()> {
+    w.write_all(line.as_bytes())?;
+    w.flush()
+}
+
+fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let special = path.starts_with("/dev/fd")
+        || path.starts_with("/proc/self/fd")
+        || std::fs::metadata(path).map(|m| {
+            let t = m.file_type();
+            t.is_fifo() || t.is_char_device() || t.is_socket()
+        }).unwrap_or(false);
+    if special {
+        // O_NONBLOCK so a FIFO without a reader is an error (ENXIO), not a hang.
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .open(path)?;
+        let n = f.write(line.as_bytes())?;
+        if n != line.len() {
+            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {} bytes", line.len())));
+        }
+        return Ok(());
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.vloer-run.{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
+        f.write_all(line.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nix::unistd::Pid;
+
+    fn verdict(n: usize) -> Verdict {
+        Verdict {
+            stopped: n == 0,
+            survivors: (0..n)
+                .map(|i| Proc {
+                    pid: Pid::from_raw(100000 + i as i32),
+                    ppid: Pid::from_raw(1),
+                    pgid: Pid::from_raw(1),
+                    sid: Pid::from_raw(1),
+                    state: "S".into(),
+                    comm: "a \"weird\"\u{1}name".into(),
+                    starttime: 0,
+                    threads: 1,
+                })
+                .collect(),
+            survivors_omitted: 0,
+            reason: Reason::Signal,
+            signal: Some("SIGTERM".into()),
+            child: ChildReport { pid: Some(5), exit_code: None, signal: Some("SIGKILL".into()) },
+            exit_code: 125,
+            scope: "tree",
+            sent: BTreeMap::from([("SIGTERM".into(), 3)]),
+            reaped: 2,
+            elapsed_ms: 10,
+            error: Some("x".repeat(10_000)),
+            schema: 1,
+        }
+    }
+
+    #[test]
+    fn fits_in_4096_bytes() {
+        for n in [0, 1, 10, 300, 5000] {
+            let line = verdict(n).to_line();
+            assert!(line.len() <= MAX_BYTES, "{n}: {}", line.len());
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let kept = v["survivors"].as_array().unwrap().len();
+            let omitted = v.get("survivors_omitted").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+            assert_eq!(kept + omitted, n);
+            assert_eq!(v.get("survivors_omitted").is_none(), omitted == 0);
+        }
+    }
+}
