@@ -88,7 +88,8 @@ pub struct RunArgs {
     #[arg(long, env = "VLOER_FORWARD_TO", value_enum, default_value_t = ForwardTo::Group, value_name = "WHO")]
     pub forward_to: ForwardTo,
 
-    /// Forward TO instead of FROM (repeatable; TO = 0 drops FROM).
+    /// Forward TO instead of FROM, e.g. TERM:QUIT; TO = 0 drops FROM (repeatable, or
+    /// comma-separated: TERM:QUIT,WINCH:0).
     #[arg(long, env = "VLOER_REWRITE", value_name = "FROM:TO", value_parser = Rewrite::parse, value_delimiter = ',', action = clap::ArgAction::Append)]
     pub rewrite: Vec<Rewrite>,
 
@@ -96,40 +97,44 @@ pub struct RunArgs {
     #[arg(long, env = "VLOER_WHEN_CHILD_EXITS", value_enum, default_value_t = WhenChildExits::Stop, value_name = "WHAT")]
     pub when_child_exits: WhenChildExits,
 
-    /// The polite signal a stop sends first.
-    #[arg(long, env = "VLOER_STOP_SIGNAL", value_name = "SIG", default_value = "TERM", value_parser = parse_signal)]
+    /// The signal a stop sends first to every process in the scope; SIGKILL follows after --grace.
+    #[arg(long, env = "VLOER_STOP_SIGNAL", value_name = "SIG", default_value = "TERM", value_parser = SignalParser { allow_zero: false }, hide_possible_values = true)]
     pub stop_signal: Sig,
 
-    /// How long a stop waits for the polite signal to work before SIGKILL.
-    #[arg(long, env = "VLOER_GRACE", value_name = "DURATION", default_value = "5s", value_parser = duration::parse)]
+    /// How long a stop waits after --stop-signal before SIGKILL; it moves on the moment the scope is
+    /// empty. Keep it below `docker stop -t` or terminationGracePeriodSeconds so the verdict is written.
+    #[arg(long, env = "VLOER_GRACE", value_name = "DURATION", default_value = "5s", value_parser = duration::parse, value_hint = clap::ValueHint::Other)]
     pub grace: Duration,
 
-    /// How long SIGKILL rounds go on before the stop is confirmed or reported unconfirmed.
-    #[arg(long, env = "VLOER_KILL_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = duration::parse)]
+    /// How long SIGKILL rounds (each after a fresh scan) go on before the stop gives up and reports
+    /// the survivors ("stopped":false, exit 125).
+    #[arg(long, env = "VLOER_KILL_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = duration::parse, value_hint = clap::ValueHint::Other)]
     pub kill_timeout: Duration,
 
-    /// Signals that, received by vloer-run, start a stop after being forwarded (repeatable).
-    #[arg(long, env = "VLOER_STOP_ON", value_name = "SIG", default_value = "TERM", value_parser = parse_signal, value_delimiter = ',', action = clap::ArgAction::Append)]
+    /// Signals that, received by vloer-run, start a stop after being forwarded (repeatable, or
+    /// comma-separated; giving any replaces the default TERM). Other signals are only forwarded.
+    #[arg(long, env = "VLOER_STOP_ON", value_name = "SIG", default_value = "TERM", value_parser = SignalParser { allow_zero: false }, hide_possible_values = true, value_delimiter = ',', action = clap::ArgAction::Append)]
     pub stop_on: Vec<Sig>,
 
     /// Stop the run this long after the child started (0: never); exit 124.
-    #[arg(long, env = "VLOER_TIMEOUT", value_name = "DURATION", value_parser = duration::parse)]
+    #[arg(long, env = "VLOER_TIMEOUT", value_name = "DURATION", value_parser = duration::parse, value_hint = clap::ValueHint::Other)]
     pub timeout: Option<Duration>,
 
     /// Which processes the stop covers and checks.
     #[arg(long, env = "VLOER_SCOPE", value_enum, default_value_t = ScopeArg::Tree, value_name = "SCOPE")]
     pub scope: ScopeArg,
 
-    /// Stop the run when vloer-run's parent process exits.
+    /// Stop the run (reason parent_died) when vloer-run's parent process exits.
     #[arg(long, env = "VLOER_PARENT_DEATH", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub parent_death: bool,
 
     /// Signal the main child gets from the kernel if vloer-run itself dies (0: none).
-    #[arg(long, env = "VLOER_CHILD_PDEATHSIG", value_name = "SIG", default_value = "KILL", value_parser = parse_signal_or_zero)]
+    #[arg(long, env = "VLOER_CHILD_PDEATHSIG", value_name = "SIG", default_value = "KILL", value_parser = SignalParser { allow_zero: true }, hide_possible_values = true)]
     pub child_pdeathsig: Sig,
 
-    /// Where the verdict goes: a file path, - (stdout), stderr, or off.
-    #[arg(long, env = "VLOER_VERDICT", value_name = "PATH", default_value = "stderr", value_parser = Sink::parse)]
+    /// Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced
+    /// atomically; a FIFO or a device such as /dev/termination-log gets one write.
+    #[arg(long, env = "VLOER_VERDICT", value_name = "PATH", default_value = "stderr", value_parser = Sink::parse, value_hint = clap::ValueHint::FilePath)]
     pub verdict: Sink,
 
     /// After --timeout, exit with the child's status instead of 124.
@@ -153,7 +158,7 @@ pub struct RunArgs {
     pub quiet: bool,
 
     /// The command to run, and its arguments.
-    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1.., value_hint = clap::ValueHint::CommandWithArguments)]
     pub command: Vec<OsString>,
 }
 
@@ -195,6 +200,40 @@ fn parse_signal(s: &str) -> Result<Sig, String> {
 
 fn parse_signal_or_zero(s: &str) -> Result<Sig, String> {
     Sig::parse(s, true)
+}
+
+/// The names shell completions offer for a SIG argument (numbers, SIG-prefixed, lower-case and
+/// RTMIN+N forms are accepted too, they are just not listed).
+pub const SIGNAL_NAMES: &[&str] = &[
+    "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2", "PIPE",
+    "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG", "XCPU", "XFSZ",
+    "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS", "RTMIN", "RTMAX",
+];
+
+/// Parses a SIG argument exactly as `Sig::parse` does, and tells clap's completion generators
+/// the signal names. The names are only candidates: clap checks values through `parse_ref`
+/// alone, so `15` and `RTMIN+2` still parse (and `hide_possible_values` keeps them out of --help).
+#[derive(Clone, Copy, Debug)]
+struct SignalParser {
+    allow_zero: bool,
+}
+
+impl clap::builder::TypedValueParser for SignalParser {
+    type Value = Sig;
+
+    fn parse_ref(&self, cmd: &clap::Command, arg: Option<&clap::Arg>, value: &std::ffi::OsStr) -> Result<Sig, clap::Error> {
+        let parse: fn(&str) -> Result<Sig, String> = if self.allow_zero { parse_signal_or_zero } else { parse_signal };
+        parse.parse_ref(cmd, arg, value)
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let zero = self.allow_zero.then(|| clap::builder::PossibleValue::new("0").help("no signal"));
+        let names = SIGNAL_NAMES.iter().map(|name| {
+            let n = Sig::parse(name, false).map(Sig::raw).unwrap_or(0);
+            clap::builder::PossibleValue::new(*name).help(format!("signal {n}"))
+        });
+        Some(Box::new(zero.into_iter().chain(names)))
+    }
 }
 
 fn parse_socket_path(s: &str) -> Result<PathBuf, String> {

@@ -2,8 +2,11 @@
 #![deny(unsafe_code)]
 
 mod cli;
+mod client;
+mod control;
 mod duration;
 mod event_loop;
+mod exec;
 mod msg;
 mod proctable;
 mod signal;
@@ -33,10 +36,7 @@ fn main() -> ExitCode {
     };
     match cli.client {
         None => run(cli.run),
-        Some(_) => {
-            msg::error(format_args!("the control socket is not available in this build"));
-            ExitCode::from(125)
-        }
+        Some(c) => ExitCode::from(client::main(c)),
     }
 }
 
@@ -50,7 +50,7 @@ fn run(args: cli::RunArgs) -> ExitCode {
             return ExitCode::from(125);
         }
     };
-    let mut verdict = sup.run();
+    let supervisor::Ended { mut verdict, control, stop_waiters } = sup.run();
     if let Err(e) = sink.write(&verdict.to_line()) {
         msg::error(format_args!("{e}"));
         verdict.exit_code = 125;
@@ -61,6 +61,14 @@ fn run(args: cli::RunArgs) -> ExitCode {
         if sink != verdict::Sink::Stderr {
             let _ = verdict::Sink::Stderr.write(&verdict.to_line());
         }
+    }
+    if let Some(mut control) = control {
+        let line = verdict.to_line();
+        for id in stop_waiters {
+            control.send(id, &line, true);
+        }
+        // Give slow clients a moment to take their replies; the socket is removed on drop.
+        control.drain(std::time::Duration::from_millis(500));
     }
     ExitCode::from(verdict.exit_code.clamp(0, 255) as u8)
 }

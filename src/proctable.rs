@@ -42,8 +42,10 @@ impl Proc {
 pub enum Scope {
     /// Every descendant of vloer-run.
     Tree,
-    /// The members of one process group, wherever they are.
+    /// The members of one process group, wherever they are, and its leader (the main child).
     Group(Pid),
+    /// An exec started through the control socket: its process, its group, their descendants.
+    Exec(Pid),
 }
 
 /// Why `/proc` could not prove anything.
@@ -165,54 +167,72 @@ fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
 }
 
 /// Reads the scope afresh: every process in it, zombies included (callers filter with `is_live`).
-/// vloer-run itself is never part of it.
-pub fn scan(scope: Scope) -> Result<Vec<Proc>, ProcError> {
+/// vloer-run itself is never part of it. `seeds` are processes already known to be members
+/// (an exec's tracked processes), whose children belong too even after they were reparented.
+pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> {
     check_procfs()?;
     let me = nix::unistd::getpid();
     match scope {
-        Scope::Group(pgid) => Ok(all(me)?.into_iter().filter(|p| p.pgid == pgid).collect()),
-        Scope::Tree if have_children_files(me) => {
-            let mut out = Vec::new();
-            let mut seen = HashSet::new();
-            let mut queue = Vec::new();
-            children_of(me, 1, &mut queue)?;
-            while let Some(pid) = queue.pop() {
-                if !seen.insert(pid) {
-                    continue;
-                }
-                if let Some(p) = read(pid)? {
-                    if p.is_live() {
-                        children_of(pid, p.threads, &mut queue)?;
-                    }
-                    out.push(p);
-                }
-            }
-            Ok(out)
-        }
-        Scope::Tree => {
-            let procs = all(me)?;
-            let mut inside: HashSet<Pid> = HashSet::from([me]);
-            // Parents may be listed after their children; iterate until no new member is found.
-            loop {
-                let before = inside.len();
-                for p in &procs {
-                    if inside.contains(&p.ppid) {
-                        inside.insert(p.pid);
-                    }
-                }
-                if inside.len() == before {
-                    break;
-                }
-            }
+        Scope::Group(pgid) => Ok(all(me)?.into_iter().filter(|p| p.pgid == pgid || p.pid == pgid).collect()),
+        Scope::Tree => tree(me),
+        Scope::Exec(root) => {
+            let procs = tree(me)?;
+            let mut inside: HashSet<Pid> = seeds.clone();
+            inside.extend(procs.iter().filter(|p| p.pid == root || p.pgid == root).map(|p| p.pid));
+            close_over_children(&procs, &mut inside);
             Ok(procs.into_iter().filter(|p| inside.contains(&p.pid)).collect())
         }
     }
 }
 
+/// Adds to `inside` every process whose parent is inside, until nothing changes (parents may be
+/// listed after their children).
+fn close_over_children(procs: &[Proc], inside: &mut HashSet<Pid>) {
+    loop {
+        let before = inside.len();
+        for p in procs {
+            if inside.contains(&p.ppid) {
+                inside.insert(p.pid);
+            }
+        }
+        if inside.len() == before {
+            break;
+        }
+    }
+}
+
+/// Every descendant of `me`, read through the children files in O(tree), or from a full scan of
+/// /proc where the kernel has no children files.
+fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
+    if !have_children_files(me) {
+        let procs = all(me)?;
+        let mut inside: HashSet<Pid> = HashSet::from([me]);
+        close_over_children(&procs, &mut inside);
+        return Ok(procs.into_iter().filter(|p| inside.contains(&p.pid)).collect());
+    }
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut queue = Vec::new();
+    children_of(me, 1, &mut queue)?;
+    while let Some(pid) = queue.pop() {
+        if !seen.insert(pid) {
+            continue;
+        }
+        if let Some(p) = read(pid)? {
+            if p.is_live() {
+                children_of(pid, p.threads, &mut queue)?;
+            }
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
 /// Whether `p` (freshly read) belongs to `scope`, given the members already known to be inside.
 pub fn belongs(p: &Proc, scope: Scope, known: &HashSet<Pid>) -> bool {
     match scope {
-        Scope::Group(pgid) => p.pgid == pgid,
+        Scope::Group(pgid) => p.pgid == pgid || p.pid == pgid,
         Scope::Tree => p.ppid == nix::unistd::getpid() || known.contains(&p.ppid),
+        Scope::Exec(root) => p.pid == root || p.pgid == root || known.contains(&p.ppid),
     }
 }

@@ -46,6 +46,7 @@ const NAMES: &[(&str, i32)] = &[
 impl Sig {
     pub const HUP: Sig = Sig(libc::SIGHUP);
     pub const INT: Sig = Sig(libc::SIGINT);
+    pub const QUIT: Sig = Sig(libc::SIGQUIT);
     pub const KILL: Sig = Sig(libc::SIGKILL);
     pub const TERM: Sig = Sig(libc::SIGTERM);
     pub const CHLD: Sig = Sig(libc::SIGCHLD);

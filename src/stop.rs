@@ -179,7 +179,8 @@ impl Stop {
 
     /// Rescans the scope and signals every live member not yet tracked; done when none is left.
     fn round(&mut self, now: Instant) {
-        let members = match proctable::scan(self.plan.scope) {
+        let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
+        let members = match proctable::scan(self.plan.scope, &seeds) {
             Ok(m) => m,
             Err(ProcError(e)) => {
                 self.errors.push(e);
@@ -278,7 +279,8 @@ impl Stop {
             ..Outcome::default()
         };
         let mut errors = self.errors;
-        match proctable::scan(self.plan.scope) {
+        let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
+        match proctable::scan(self.plan.scope, &seeds) {
             Ok(members) => outcome.survivors = members.into_iter().filter(Proc::is_live).collect(),
             Err(e) => errors.push(e.0),
         }

@@ -2,7 +2,9 @@
 //! one verdict.
 
 use crate::cli::{ForwardTo, RunArgs, ScopeArg, WhenChildExits};
+use crate::control::{self, ConnId, Request};
 use crate::event_loop::{self, Interest};
+use crate::exec::{Exec, ExecEnd};
 use crate::msg;
 use crate::proctable::Scope;
 use crate::signal::Sig;
@@ -13,6 +15,7 @@ use crate::verdict::{ChildReport, Reason, Verdict};
 use anyhow::Context;
 use nix::poll::PollFlags;
 use nix::unistd::Pid;
+use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
@@ -56,6 +59,8 @@ enum Token {
     Signals,
     Parent,
     Member(Pid),
+    Control(control::Token),
+    ExecMember(ConnId, Pid),
 }
 
 /// Everything the run loop owns.
@@ -74,6 +79,23 @@ pub struct Supervisor {
     reason: Option<Reason>,
     trigger: Option<Sig>,
     errors: Vec<String>,
+    control: Option<control::Server>,
+    execs: BTreeMap<ConnId, Exec>,
+    /// Control clients waiting for the verdict of a stop they asked for.
+    stop_waiters: Vec<ConnId>,
+    grace_override: Option<Duration>,
+    /// A stop (of the run or of an exec) was not confirmed: no new execs.
+    unconfirmed: bool,
+    /// What finished execs' stops sent and left behind, for the run's verdict.
+    exec_sent: BTreeMap<String, u64>,
+    exec_survivors: Vec<crate::proctable::Proc>,
+}
+
+/// What the run hands back to main: the verdict and the clients still owed it.
+pub struct Ended {
+    pub verdict: Verdict,
+    pub control: Option<control::Server>,
+    pub stop_waiters: Vec<ConnId>,
 }
 
 impl Supervisor {
@@ -87,7 +109,18 @@ impl Supervisor {
             sys::set_child_subreaper().context("becoming the child subreaper (PR_SET_CHILD_SUBREAPER)")?;
         }
         let parent = if args.parent_death { watch_parent()? } else { None };
+        let control = match &args.control {
+            Some(path) => Some(control::Server::bind(path)?),
+            None => None,
+        };
         Ok(Supervisor {
+            control,
+            execs: BTreeMap::new(),
+            stop_waiters: Vec::new(),
+            grace_override: None,
+            unconfirmed: false,
+            exec_sent: BTreeMap::new(),
+            exec_survivors: Vec::new(),
             pid1,
             me_pgid: nix::unistd::getpgrp(),
             signals,
@@ -112,16 +145,15 @@ impl Supervisor {
     }
 
     /// Runs the command to the end and returns the verdict (not yet written).
-    pub fn run(mut self) -> Verdict {
+    pub fn run(mut self) -> Ended {
         self.start_child();
         if let Err(e) = self.event_loop() {
             // A failure inside vloer-run still ends in the stop and the verdict.
             msg::error(format_args!("{e:#}"));
             self.errors.push(format!("{e:#}"));
             self.begin_stop(Reason::ChildExited, None);
-            while let Err(e) = self.finish_stop_blocking() {
+            if let Err(e) = self.finish_stop_blocking() {
                 self.errors.push(format!("{e:#}"));
-                break;
             }
         }
         self.conclude()
@@ -131,12 +163,7 @@ impl Supervisor {
         let foreground = !self.args.session
             && nix::unistd::isatty(std::io::stdin()).unwrap_or(false)
             && sys::tcgetpgrp(0) == Some(self.me_pgid);
-        let setup = ChildSetup {
-            new_session: self.args.session,
-            foreground_tty: foreground.then_some(0),
-            parent_death_signal: (!self.args.child_pdeathsig.is_none()).then_some(self.args.child_pdeathsig),
-            parent: nix::unistd::getpid().as_raw(),
-        };
+        let setup = self.child_setup(foreground);
         self.started = Instant::now();
         match spawn::spawn(&self.args.command, setup, |_| {}) {
             Ok(pid) => {
@@ -159,30 +186,44 @@ impl Supervisor {
         }
     }
 
+    fn child_setup(&self, foreground: bool) -> ChildSetup {
+        ChildSetup {
+            new_session: self.args.session,
+            foreground_tty: foreground.then_some(0),
+            parent_death_signal: (!self.args.child_pdeathsig.is_none()).then_some(self.args.child_pdeathsig),
+            parent: nix::unistd::getpid().as_raw(),
+        }
+    }
+
     fn timeout_deadline(&self) -> Option<Instant> {
         self.args.timeout.filter(|t| !t.is_zero()).map(|t| self.started + t)
+    }
+
+    fn main_done(&self) -> bool {
+        matches!(&self.state, State::Stopping(s) | State::Watching(s) if s.is_done())
     }
 
     fn event_loop(&mut self) -> anyhow::Result<()> {
         loop {
             let now = Instant::now();
-            if let State::Stopping(stop) = &mut self.state {
+            if let State::Stopping(stop) | State::Watching(stop) = &mut self.state {
                 stop.progress(now);
-                if stop.is_done() {
-                    return Ok(());
-                }
             }
-            if let State::Watching(stop) = &mut self.state {
-                stop.progress(now);
-                if stop.is_done() {
-                    return Ok(());
-                }
+            self.progress_execs(now);
+            if self.main_done() && self.execs.is_empty() {
+                return Ok(());
             }
-            let deadline = match &self.state {
+            let mut deadline = match &self.state {
                 State::Running => self.timeout_deadline(),
                 State::Watching(s) => earliest(self.timeout_deadline(), s.deadline()),
                 State::Stopping(s) => s.deadline(),
             };
+            for e in self.execs.values() {
+                deadline = earliest(deadline, e.deadline());
+            }
+            if let Some(c) = &self.control {
+                deadline = earliest(deadline, c.deadline());
+            }
             let ready = {
                 let mut interests = vec![Interest { token: Token::Signals, fd: self.signals.as_fd(), events: PollFlags::POLLIN }];
                 if let (Some(fd), State::Running | State::Watching(_)) = (&self.parent, &self.state) {
@@ -191,12 +232,22 @@ impl Supervisor {
                 if let State::Stopping(s) | State::Watching(s) = &self.state {
                     interests.extend(s.pidfds().map(|(pid, fd)| Interest { token: Token::Member(pid), fd, events: PollFlags::POLLIN }));
                 }
+                for (id, e) in &self.execs {
+                    if let Some(s) = &e.stop {
+                        interests.extend(s.pidfds().map(|(pid, fd)| Interest { token: Token::ExecMember(*id, pid), fd, events: PollFlags::POLLIN }));
+                    }
+                }
+                if let Some(c) = &self.control {
+                    interests.extend(c.interests().into_iter().map(|(t, fd, events)| Interest { token: Token::Control(t), fd, events }));
+                }
                 event_loop::wait(&interests, deadline).context("waiting for events (poll)")?
             };
             let now = Instant::now();
             let mut exited = Vec::new();
+            let mut exec_exited: BTreeMap<ConnId, Vec<Pid>> = BTreeMap::new();
             let mut got_signals = false;
-            for (token, _) in &ready {
+            let mut control_events = Vec::new();
+            for (token, revents) in &ready {
                 match token {
                     Token::Signals => got_signals = true,
                     Token::Parent => {
@@ -205,6 +256,12 @@ impl Supervisor {
                         self.begin_stop(Reason::ParentDied, None);
                     }
                     Token::Member(pid) => exited.push(*pid),
+                    Token::ExecMember(id, pid) => exec_exited.entry(*id).or_default().push(*pid),
+                    Token::Control(t) => {
+                        if let Some(c) = &mut self.control {
+                            control_events.extend(c.on_ready(*t, *revents, now));
+                        }
+                    }
                 }
             }
             if got_signals {
@@ -227,6 +284,24 @@ impl Supervisor {
                     s.exited(&exited, now);
                 }
             }
+            for (id, pids) in exec_exited {
+                if let Some(stop) = self.execs.get_mut(&id).and_then(|e| e.stop.as_mut()) {
+                    stop.exited(&pids, now);
+                }
+            }
+            for event in control_events {
+                self.on_control(event);
+            }
+            if let Some(c) = &mut self.control {
+                c.expire(now);
+            }
+            let plan = self.plan(None);
+            for e in self.execs.values_mut() {
+                if e.stop.is_none() && e.deadline().is_some_and(|d| now >= d) {
+                    msg::verbose(format_args!("exec {} timed out", e.pid));
+                    e.begin_stop(ExecEnd::Timeout, plan, false);
+                }
+            }
             if let Some(d) = self.timeout_deadline() {
                 if now >= d && matches!(self.state, State::Running | State::Watching(_)) {
                     msg::verbose(format_args!("timeout after {:?}", self.args.timeout.unwrap_or_default()));
@@ -234,6 +309,146 @@ impl Supervisor {
                 }
             }
         }
+    }
+
+    /// Moves exec stops on, and reports every finished exec to its client.
+    fn progress_execs(&mut self, now: Instant) {
+        let mut finished = Vec::new();
+        for (id, e) in self.execs.iter_mut() {
+            if let Some(s) = &mut e.stop {
+                s.progress(now);
+                if s.is_done() {
+                    finished.push(*id);
+                }
+            }
+        }
+        for id in finished {
+            self.finish_exec(id, now);
+        }
+    }
+
+    fn finish_exec(&mut self, id: ConnId, now: Instant) {
+        let Some(mut e) = self.execs.remove(&id) else { return };
+        let Some(stop) = e.stop.take() else { return };
+        let outcome = stop.finish(now);
+        let report = e.report(&outcome);
+        msg::verbose(format_args!("exec {} ended: status {} ({})", e.pid, report.status, report.reason));
+        for (k, v) in &outcome.sent {
+            *self.exec_sent.entry(k.clone()).or_default() += v;
+        }
+        if !report.stopped {
+            self.unconfirmed = true;
+            self.exec_survivors.extend(outcome.survivors);
+            if let Some(err) = &outcome.error {
+                self.errors.push(format!("exec {}: {err}", e.pid));
+            }
+        }
+        if let Some(c) = &mut self.control {
+            let line = serde_json::json!({ "exit": report }).to_string() + "\n";
+            c.send(id, &line, true);
+        }
+    }
+
+    fn on_control(&mut self, event: control::Event) {
+        match event {
+            control::Event::Request(id, Request::Stop { grace }) => {
+                self.stop_waiters.push(id);
+                if !matches!(self.state, State::Stopping(_)) {
+                    self.grace_override = grace;
+                    msg::verbose(format_args!("stop requested on the control socket"));
+                    self.begin_stop(Reason::Control, None);
+                }
+            }
+            control::Event::Request(id, Request::Status) => {
+                let line = self.status_json().to_string() + "\n";
+                if let Some(c) = &mut self.control {
+                    c.send(id, &line, true);
+                }
+            }
+            control::Event::Request(id, Request::Exec(req)) => {
+                let refusal = if self.unconfirmed {
+                    Some(("stop_unconfirmed", "a stop in this run was not confirmed; no new execs".to_string()))
+                } else if !matches!(self.state, State::Running) {
+                    Some(("stopping", "the run is stopping; no new execs".to_string()))
+                } else {
+                    None
+                };
+                // An exec gets its own process group even when the main child has a session.
+                let setup = ChildSetup { new_session: false, ..self.child_setup(false) };
+                let reply = match refusal {
+                    Some((code, text)) => Err(control::error_line(code, &text)),
+                    None => match Exec::start(id, req, setup) {
+                        Ok(e) => {
+                            msg::verbose(format_args!("exec {:?} started as pid {}", e.argv, e.pid));
+                            let line = serde_json::json!({ "exec": { "pid": e.pid.as_raw() } }).to_string() + "\n";
+                            self.execs.insert(id, e);
+                            Ok(line)
+                        }
+                        Err(err) => {
+                            let (SpawnError::NotFound(io) | SpawnError::CannotExecute(io)) = &err;
+                            let v = serde_json::json!({ "error": format!("cannot run: {io}"), "code": "spawn_failed", "status": err.exit_code() });
+                            Err(v.to_string() + "\n")
+                        }
+                    },
+                };
+                if let Some(c) = &mut self.control {
+                    match reply {
+                        Ok(line) => c.send(id, &line, false),
+                        Err(line) => c.send(id, &line, true),
+                    }
+                }
+            }
+            control::Event::Cancel(id) => {
+                let plan = self.plan(None);
+                if let Some(e) = self.execs.get_mut(&id) {
+                    msg::verbose(format_args!("exec {} cancelled by its client", e.pid));
+                    e.begin_stop(ExecEnd::Client, plan, false);
+                }
+            }
+        }
+    }
+
+    fn status_json(&self) -> serde_json::Value {
+        let processes: Vec<serde_json::Value> = match crate::proctable::scan(self.scope(), &Default::default()) {
+            Ok(procs) => procs
+                .into_iter()
+                .filter(crate::proctable::Proc::is_live)
+                .map(|p| {
+                    serde_json::json!({
+                        "pid": p.pid.as_raw(), "ppid": p.ppid.as_raw(), "pgid": p.pgid.as_raw(),
+                        "state": p.state, "comm": p.comm, "cmdline": crate::proctable::cmdline(p.pid),
+                    })
+                })
+                .collect(),
+            Err(e) => return serde_json::json!({ "error": e.0, "code": "proc_unreadable" }),
+        };
+        let execs: Vec<serde_json::Value> = self
+            .execs
+            .values()
+            .map(|e| {
+                serde_json::json!({
+                    "pid": e.pid.as_raw(),
+                    "argv": e.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+                    "elapsed_ms": e.started.elapsed().as_millis() as u64,
+                    "state": if e.stop.is_some() { "stopping" } else { "running" },
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "pid": nix::unistd::getpid().as_raw(),
+            "state": match self.state { State::Running => "running", State::Watching(_) => "waiting", State::Stopping(_) => "stopping" },
+            "scope": match self.args.scope { ScopeArg::Tree => "tree", ScopeArg::Group => "group" },
+            "child": {
+                "pid": self.child.pid.map(Pid::as_raw),
+                "alive": self.child.alive(),
+                "exit_code": self.child.report().exit_code,
+                "signal": self.child.report().signal,
+            },
+            "uptime_ms": self.started.elapsed().as_millis() as u64,
+            "processes": processes,
+            "execs": execs,
+            "schema": 1,
+        })
     }
 
     fn on_signal(&mut self, sig: Sig) {
@@ -310,6 +525,17 @@ impl Supervisor {
                 }
             };
             let is_main = Some(pid) == self.child.pid;
+            if let Some(e) = self.execs.values_mut().find(|e| e.pid == pid) {
+                if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
+                    self.reaped += 1;
+                    e.status = Some(state);
+                    msg::verbose(format_args!("exec {pid} ended: {state:?}"));
+                    let watch = false;
+                    let plan = StopPlan { scope: e.scope(), stop_signal: self.args.stop_signal, grace: self.args.grace, kill_timeout: self.args.kill_timeout, first: None };
+                    e.begin_stop(ExecEnd::Exited, plan, watch);
+                }
+                continue;
+            }
             match state {
                 ChildState::Exited(_) | ChildState::Signaled(_) if is_main => {
                     msg::verbose(format_args!("child {pid} ended: {state:?}"));
@@ -321,6 +547,7 @@ impl Supervisor {
                             WhenChildExits::Wait => {
                                 self.reason = Some(Reason::ChildExited);
                                 self.state = State::Watching(Stop::watch(self.plan(None), Instant::now()));
+                                self.stop_execs();
                             }
                         }
                     }
@@ -347,7 +574,7 @@ impl Supervisor {
         StopPlan {
             scope: self.scope(),
             stop_signal: self.args.stop_signal,
-            grace: self.args.grace,
+            grace: self.grace_override.unwrap_or(self.args.grace),
             kill_timeout: self.args.kill_timeout,
             first,
         }
@@ -367,6 +594,17 @@ impl Supervisor {
         }
         msg::verbose(format_args!("stopping ({reason:?})"));
         self.state = State::Stopping(Stop::begin(self.plan(first), Instant::now()));
+        self.stop_execs();
+    }
+
+    /// The run is ending: every exec stops too. Under `--scope tree` the run's own stop already
+    /// signals them, so their stops only watch.
+    fn stop_execs(&mut self) {
+        let plan = self.plan(None);
+        let watch = self.args.scope == ScopeArg::Tree && matches!(self.state, State::Stopping(_));
+        for e in self.execs.values_mut() {
+            e.begin_stop(ExecEnd::RunEnded, plan, watch);
+        }
     }
 
     /// Drives a stop to its end without the event loop (used after an internal failure).
@@ -384,7 +622,16 @@ impl Supervisor {
     }
 
     /// Step 4 and the verdict: confirm, reap what is left, hand the terminal back.
-    fn conclude(mut self) -> Verdict {
+    fn conclude(mut self) -> Ended {
+        // Execs still stopping when the run ends are confirmed and reported now.
+        let ids: Vec<ConnId> = self.execs.keys().copied().collect();
+        for id in ids {
+            if let Some(e) = self.execs.get_mut(&id) {
+                let plan = StopPlan { scope: e.scope(), stop_signal: self.args.stop_signal, grace: Duration::ZERO, kill_timeout: Duration::ZERO, first: None };
+                e.begin_stop(ExecEnd::RunEnded, plan, true);
+            }
+            self.finish_exec(id, Instant::now());
+        }
         let state = std::mem::replace(&mut self.state, State::Running);
         let outcome = match state {
             State::Stopping(s) | State::Watching(s) => s.finish(Instant::now()),
@@ -396,12 +643,22 @@ impl Supervisor {
         let mut errors = self.errors.clone();
         errors.extend(outcome.error.clone());
         let error = (!errors.is_empty()).then(|| errors.join("; "));
-        let stopped = outcome.survivors.is_empty() && error.is_none();
+        let mut survivors = outcome.survivors;
+        for p in std::mem::take(&mut self.exec_survivors) {
+            if !survivors.iter().any(|q| q.pid == p.pid) && crate::proctable::read(p.pid).ok().flatten().is_some_and(|q| q.is_live() && q.starttime == p.starttime) {
+                survivors.push(p);
+            }
+        }
+        let mut sent = outcome.sent;
+        for (k, v) in std::mem::take(&mut self.exec_sent) {
+            *sent.entry(k).or_default() += v;
+        }
+        let stopped = survivors.is_empty() && error.is_none();
         let reason = self.reason.unwrap_or(Reason::ChildExited);
         let exit_code = self.exit_code(stopped, reason);
-        Verdict {
+        let verdict = Verdict {
             stopped,
-            survivors: outcome.survivors,
+            survivors,
             survivors_omitted: 0,
             reason,
             signal: (reason == Reason::Signal).then(|| self.trigger.map(Sig::name)).flatten(),
@@ -411,12 +668,13 @@ impl Supervisor {
                 ScopeArg::Tree => "tree",
                 ScopeArg::Group => "group",
             },
-            sent: outcome.sent,
+            sent,
             reaped: self.reaped,
             elapsed_ms: outcome.elapsed.as_millis() as u64,
             error,
             schema: 1,
-        }
+        };
+        Ended { verdict, control: self.control.take(), stop_waiters: std::mem::take(&mut self.stop_waiters) }
     }
 
     fn exit_code(&self, stopped: bool, reason: Reason) -> i32 {

@@ -360,3 +360,40 @@ pub fn tcsetpgrp(fd: RawFd, pgid: Pid) -> io::Result<()> {
     }
     Ok(())
 }
+
+/// Takes ownership of a descriptor the kernel just installed through SCM_RIGHTS.
+pub fn own_received_fd(raw: RawFd) -> OwnedFd {
+    // SAFETY: recvmsg created this descriptor in our table a moment ago and nothing else holds
+    // it, so exactly one owner closes it.
+    unsafe { OwnedFd::from_raw_fd(raw) }
+}
+
+/// Borrows one of the standard descriptors 0-2 for a query such as `fcntl(F_GETFD)`.
+pub fn borrow_std_fd(fd: RawFd) -> BorrowedFd<'static> {
+    assert!((0..3).contains(&fd), "only the standard descriptors are borrowed this way");
+    // SAFETY: 0-2 are never closed by vloer-run, and the borrow is only used for queries that
+    // fail harmlessly (EBADF) when the descriptor is not open.
+    unsafe { BorrowedFd::borrow_raw(fd) }
+}
+
+/// Blocks `sigs` and returns a signalfd that reports them (the exec client's interrupt path).
+pub fn signalfd_for(sigs: &[Sig]) -> io::Result<OwnedFd> {
+    let mut set = empty_set();
+    for s in sigs {
+        // SAFETY: `set` is initialised and `s` is a valid signal number.
+        unsafe {
+            libc::sigaddset(&mut set, s.raw());
+        }
+    }
+    // SAFETY: `set` is initialised; vloer-run has a single thread.
+    if unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: -1 asks for a new descriptor; the result is checked before it is owned.
+    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}

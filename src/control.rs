@@ -1,0 +1,455 @@
+//! The control socket: a Unix stream socket, one JSON request line in, JSON reply lines out,
+//! served from the run's own event loop without threads.
+//!
+//! Wire format (also in the manual):
+//!   -> {"op":"stop","grace_ms":2000}          <- the run's verdict line, when the run has ended
+//!   -> {"op":"status"}                        <- {"pid":..,"child":..,"processes":[..],"execs":[..]}
+//!   -> {"op":"exec","argv":[..],"cwd":..,"env":[[k,v],..],"timeout_ms":..} + fds 0,1,2 (SCM_RIGHTS)
+//!                                             <- {"exec":{"pid":N}} then, at the end,
+//!                                                {"exit":{"status":N,"exit_code":..,"signal":..,"reason":..,"stopped":..}}
+//!      while an exec runs, the client may send {"op":"cancel"} or just close the connection.
+//! Any failure: {"error":"text","code":"bad_request|too_large|timeout|forbidden|unknown_op|
+//! stopping|stop_unconfirmed|spawn_failed"} and the connection is closed.
+
+use crate::msg;
+use anyhow::{bail, Context};
+use nix::poll::PollFlags;
+use nix::sys::socket::{self, sockopt, ControlMessageOwned, MsgFlags};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::{ErrorKind, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A request line may be at most this long.
+pub const MAX_REQUEST: usize = 64 * 1024;
+/// A client that has not sent a whole request by then is dropped.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// At most this many clients at once; more wait in the listen backlog.
+const MAX_CONNS: usize = 512;
+
+/// A string that may not be UTF-8: a JSON string when it is, an array of bytes when not.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum WireStr {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl From<&std::ffi::OsStr> for WireStr {
+    fn from(s: &std::ffi::OsStr) -> WireStr {
+        match s.to_str() {
+            Some(t) => WireStr::Text(t.to_string()),
+            None => WireStr::Bytes(s.as_bytes().to_vec()),
+        }
+    }
+}
+
+impl From<WireStr> for OsString {
+    fn from(w: WireStr) -> OsString {
+        match w {
+            WireStr::Text(t) => OsString::from(t),
+            WireStr::Bytes(b) => OsString::from_vec(b),
+        }
+    }
+}
+
+/// One request line, as sent by `vloer-run stop|status|exec` or by hand with socat.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WireRequest {
+    Stop {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace_ms: Option<u64>,
+    },
+    Status {},
+    Exec {
+        argv: Vec<WireStr>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<WireStr>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        env: Option<Vec<(WireStr, WireStr)>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+    },
+    Cancel {},
+}
+
+/// A validated request handed to the supervisor.
+#[derive(Debug)]
+pub enum Request {
+    Stop { grace: Option<Duration> },
+    Status,
+    Exec(ExecRequest),
+}
+
+/// What an exec needs: the command, where and with what it runs, and the client's stdio.
+#[derive(Debug)]
+pub struct ExecRequest {
+    pub argv: Vec<OsString>,
+    pub cwd: Option<PathBuf>,
+    pub env: Option<Vec<(OsString, OsString)>>,
+    pub timeout: Option<Duration>,
+    pub stdio: Vec<OwnedFd>,
+}
+
+/// The final line of an exec.
+#[derive(Debug, Serialize, Deserialize, Clone, PartialEq, Eq)]
+pub struct ExitReport {
+    pub status: i32,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub reason: String,
+    pub stopped: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// An error reply.
+pub fn error_line(code: &str, text: &str) -> String {
+    serde_json::json!({ "error": text, "code": code }).to_string() + "\n"
+}
+
+/// Something the supervisor must act on.
+#[derive(Debug)]
+pub enum Event {
+    Request(ConnId, Request),
+    /// The client of an exec asked to stop it, or went away.
+    Cancel(ConnId),
+}
+
+pub type ConnId = u64;
+
+#[derive(Debug, PartialEq, Eq)]
+enum Phase {
+    Reading,
+    /// The request was handed on; the connection waits for the supervisor's reply.
+    Waiting,
+    /// An exec runs for this client: watch for cancel or hang-up while replies are written.
+    Attached,
+    /// Write what is left, then close.
+    Closing,
+}
+
+struct Conn {
+    stream: UnixStream,
+    phase: Phase,
+    inbuf: Vec<u8>,
+    fds: Vec<OwnedFd>,
+    out: Vec<u8>,
+    since: Instant,
+}
+
+/// The listening socket and its clients.
+pub struct Server {
+    path: PathBuf,
+    listener: UnixListener,
+    conns: BTreeMap<ConnId, Conn>,
+    next: ConnId,
+    uid: u32,
+}
+
+/// Tokens the event loop hands back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Token {
+    Listener,
+    Conn(ConnId),
+}
+
+impl Server {
+    /// Creates the socket at `path` with mode 0600. A live instance's socket is refused; a stale
+    /// one (nobody accepts on it) is replaced.
+    pub fn bind(path: &Path) -> anyhow::Result<Server> {
+        let shown = path.display();
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_socket() {
+                bail!("creating control socket at {shown}: the path exists and is not a socket");
+            }
+            match UnixStream::connect(path) {
+                Ok(_) => bail!("creating control socket at {shown}: another vloer-run is serving it"),
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                    msg::verbose(format_args!("replacing stale control socket {shown}"));
+                    std::fs::remove_file(path).with_context(|| format!("removing stale control socket {shown}"))?;
+                }
+                Err(e) => return Err(e).with_context(|| format!("checking existing control socket {shown}")),
+            }
+        }
+        // The mode is fixed at bind time from the umask, so no other user ever sees a wider one.
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+        let bound = UnixListener::bind(path);
+        nix::sys::stat::umask(old);
+        let listener = bound.with_context(|| format!("creating control socket at {shown}"))?;
+        listener.set_nonblocking(true).context("making the control socket non-blocking")?;
+        Ok(Server { path: path.to_path_buf(), listener, conns: BTreeMap::new(), next: 1, uid: nix::unistd::geteuid().as_raw() })
+    }
+
+    /// The descriptors to poll and what to poll them for.
+    pub fn interests(&self) -> Vec<(Token, BorrowedFd<'_>, PollFlags)> {
+        let mut v = Vec::with_capacity(self.conns.len() + 1);
+        if self.conns.len() < MAX_CONNS {
+            v.push((Token::Listener, self.listener.as_fd(), PollFlags::POLLIN));
+        }
+        for (id, c) in &self.conns {
+            let mut flags = PollFlags::empty();
+            if matches!(c.phase, Phase::Reading | Phase::Attached | Phase::Waiting) {
+                flags |= PollFlags::POLLIN;
+            }
+            if !c.out.is_empty() {
+                flags |= PollFlags::POLLOUT;
+            }
+            v.push((Token::Conn(*id), c.stream.as_fd(), flags));
+        }
+        v
+    }
+
+    /// When the slowest silent client must be dropped.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.conns.values().filter(|c| c.phase == Phase::Reading).map(|c| c.since + READ_TIMEOUT).min()
+    }
+
+    /// Handles readiness of one token; returns what the supervisor must do.
+    pub fn on_ready(&mut self, token: Token, revents: PollFlags, now: Instant) -> Vec<Event> {
+        match token {
+            Token::Listener => {
+                self.accept(now);
+                Vec::new()
+            }
+            Token::Conn(id) => self.on_conn(id, revents, now),
+        }
+    }
+
+    fn accept(&mut self, now: Instant) {
+        while self.conns.len() < MAX_CONNS {
+            let stream = match self.listener.accept() {
+                Ok((s, _)) => s,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // EMFILE and friends: the client waits in the backlog; we keep serving.
+                    msg::warn(format_args!("control socket: accept failed: {e}"));
+                    return;
+                }
+            };
+            if stream.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let id = self.next;
+            self.next += 1;
+            let mut conn = Conn { stream, phase: Phase::Reading, inbuf: Vec::new(), fds: Vec::new(), out: Vec::new(), since: now };
+            match socket::getsockopt(&conn.stream, sockopt::PeerCredentials) {
+                Ok(cred) if cred.uid() == self.uid || cred.uid() == 0 => {}
+                Ok(cred) => {
+                    msg::warn(format_args!("control socket: refused a client with uid {} (pid {})", cred.uid(), cred.pid()));
+                    conn.out = error_line("forbidden", "only vloer-run's own user or root may use this socket").into_bytes();
+                    conn.phase = Phase::Closing;
+                }
+                Err(e) => {
+                    msg::warn(format_args!("control socket: cannot read peer credentials: {e}"));
+                    conn.out = error_line("forbidden", "peer credentials unavailable").into_bytes();
+                    conn.phase = Phase::Closing;
+                }
+            }
+            self.conns.insert(id, conn);
+            self.flush(id);
+        }
+    }
+
+    fn on_conn(&mut self, id: ConnId, revents: PollFlags, now: Instant) -> Vec<Event> {
+        let mut events = Vec::new();
+        if revents.intersects(PollFlags::POLLOUT) {
+            self.flush(id);
+        }
+        let Some(conn) = self.conns.get_mut(&id) else { return events };
+        if !revents.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+            return events;
+        }
+        let mut buf = [0u8; 8192];
+        let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+        let mut eof = false;
+        loop {
+            let mut iov = [IoSliceMut::new(&mut buf)];
+            let got = socket::recvmsg::<()>(conn.stream.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT);
+            let (n, fds) = match got {
+                Ok(m) => {
+                    let mut fds = Vec::new();
+                    if let Ok(cmsgs) = m.cmsgs() {
+                        for c in cmsgs {
+                            if let ControlMessageOwned::ScmRights(raw) = c {
+                                fds.extend(raw.into_iter().map(crate::sys::own_received_fd));
+                            }
+                        }
+                    }
+                    (m.bytes, fds)
+                }
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => {
+                    eof = true;
+                    break;
+                }
+            };
+            conn.fds.extend(fds);
+            if n == 0 {
+                eof = true;
+                break;
+            }
+            if conn.phase == Phase::Reading || conn.phase == Phase::Attached {
+                conn.inbuf.extend_from_slice(&buf[..n]);
+            }
+            if conn.inbuf.len() > MAX_REQUEST {
+                break;
+            }
+        }
+        match conn.phase {
+            Phase::Reading => {
+                if let Some(pos) = conn.inbuf.iter().position(|b| *b == b'\n') {
+                    let line: Vec<u8> = conn.inbuf.drain(..=pos).collect();
+                    if line.len() > MAX_REQUEST + 1 {
+                        self.fail(id, "too_large", &format!("request longer than {MAX_REQUEST} bytes"));
+                    } else {
+                        match self.parse(id, &line) {
+                            Ok(req) => {
+                                if let Some(c) = self.conns.get_mut(&id) {
+                                    c.phase = if matches!(req, Request::Exec(_)) { Phase::Attached } else { Phase::Waiting };
+                                }
+                                events.push(Event::Request(id, req));
+                            }
+                            Err((code, text)) => self.fail(id, code, &text),
+                        }
+                    }
+                } else if conn.inbuf.len() > MAX_REQUEST {
+                    self.fail(id, "too_large", &format!("request longer than {MAX_REQUEST} bytes"));
+                } else if eof {
+                    self.conns.remove(&id);
+                }
+            }
+            Phase::Attached => {
+                let cancel = conn.inbuf.contains(&b'\n') || conn.inbuf.len() > MAX_REQUEST;
+                conn.inbuf.clear();
+                if eof || cancel {
+                    events.push(Event::Cancel(id));
+                }
+                if eof {
+                    // Nobody is left to read the final line.
+                    if let Some(c) = self.conns.get_mut(&id) {
+                        c.phase = Phase::Closing;
+                        c.out.clear();
+                    }
+                    self.conns.remove(&id);
+                }
+            }
+            Phase::Waiting | Phase::Closing => {
+                if eof {
+                    self.conns.remove(&id);
+                }
+            }
+        }
+        let _ = now;
+        events
+    }
+
+    fn parse(&mut self, id: ConnId, line: &[u8]) -> Result<Request, (&'static str, String)> {
+        let req: WireRequest = serde_json::from_slice(line).map_err(|e| {
+            let code = if e.to_string().contains("unknown variant") { "unknown_op" } else { "bad_request" };
+            (code, format!("malformed request: {e}"))
+        })?;
+        Ok(match req {
+            WireRequest::Stop { grace_ms } => Request::Stop { grace: grace_ms.map(Duration::from_millis) },
+            WireRequest::Status {} => Request::Status,
+            WireRequest::Cancel {} => return Err(("bad_request", "cancel is only valid while an exec runs".into())),
+            WireRequest::Exec { argv, cwd, env, timeout_ms } => {
+                if argv.is_empty() {
+                    return Err(("bad_request", "exec needs a non-empty argv".into()));
+                }
+                let stdio = std::mem::take(&mut self.conns.get_mut(&id).expect("connection").fds);
+                Request::Exec(ExecRequest {
+                    argv: argv.into_iter().map(OsString::from).collect(),
+                    cwd: cwd.map(|c| PathBuf::from(OsString::from(c))),
+                    env: env.map(|e| e.into_iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()),
+                    timeout: timeout_ms.filter(|t| *t > 0).map(Duration::from_millis),
+                    stdio,
+                })
+            }
+        })
+    }
+
+    /// Drops clients that stayed silent too long.
+    pub fn expire(&mut self, now: Instant) {
+        let late: Vec<ConnId> = self.conns.iter().filter(|(_, c)| c.phase == Phase::Reading && now >= c.since + READ_TIMEOUT).map(|(id, _)| *id).collect();
+        for id in late {
+            self.fail(id, "timeout", &format!("no complete request within {} s", READ_TIMEOUT.as_secs()));
+        }
+    }
+
+    fn fail(&mut self, id: ConnId, code: &str, text: &str) {
+        msg::verbose(format_args!("control socket: {text}"));
+        self.send(id, &error_line(code, text), true);
+    }
+
+    /// Queues a reply line; `last` closes the connection once it is written.
+    pub fn send(&mut self, id: ConnId, line: &str, last: bool) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.out.extend_from_slice(line.as_bytes());
+            c.fds.clear();
+            if last {
+                c.phase = Phase::Closing;
+            }
+        }
+        self.flush(id);
+    }
+
+    fn flush(&mut self, id: ConnId) {
+        let Some(c) = self.conns.get_mut(&id) else { return };
+        while !c.out.is_empty() {
+            match socket::send(c.stream.as_raw_fd(), &c.out, MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL) {
+                Ok(n) => {
+                    c.out.drain(..n);
+                }
+                Err(nix::errno::Errno::EAGAIN) => return,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => {
+                    c.out.clear();
+                    c.phase = Phase::Closing;
+                    break;
+                }
+            }
+        }
+        if c.phase == Phase::Closing {
+            self.conns.remove(&id);
+        }
+    }
+
+    /// Writes what is queued, blocking briefly: used once at exit so final replies are not lost.
+    pub fn drain(&mut self, budget: Duration) {
+        let end = Instant::now() + budget;
+        for c in self.conns.values_mut() {
+            let _ = c.stream.set_nonblocking(false);
+            let _ = c.stream.set_write_timeout(Some(end.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
+            use std::io::Write;
+            let _ = c.stream.write_all(&c.out);
+            c.out.clear();
+        }
+        self.conns.clear();
+    }
+
+    /// Whether a connection is still open.
+    pub fn is_open(&self, id: ConnId) -> bool {
+        self.conns.contains_key(&id)
+    }
+
+    /// How many clients are connected (for status).
+    pub fn clients(&self) -> usize {
+        self.conns.len()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}

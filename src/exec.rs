@@ -1,0 +1,131 @@
+//! Commands started inside the run through the control socket: each in its own process group,
+//! with the client's stdio, its own deadline and its own stop.
+
+use crate::control::{ConnId, ExecRequest, ExitReport};
+use crate::proctable::Scope;
+use crate::signal::Sig;
+use crate::spawn::{self, SpawnError};
+use crate::stop::{Outcome, Stop, StopPlan};
+use crate::sys::{ChildSetup, ChildState};
+use nix::unistd::Pid;
+use std::ffi::OsString;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// Why an exec is being stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecEnd {
+    /// Its process exited; the rest of its group and descendants are stopped.
+    Exited,
+    /// Its `--timeout` passed (the client exits 124).
+    Timeout,
+    /// The client was interrupted or went away.
+    Client,
+    /// The main child exited or the run is stopping.
+    RunEnded,
+}
+
+impl ExecEnd {
+    fn name(self) -> &'static str {
+        match self {
+            ExecEnd::Exited => "exited",
+            ExecEnd::Timeout => "timeout",
+            ExecEnd::Client => "client",
+            ExecEnd::RunEnded => "run_ended",
+        }
+    }
+}
+
+/// One running exec.
+pub struct Exec {
+    pub conn: ConnId,
+    pub pid: Pid,
+    pub argv: Vec<OsString>,
+    pub started: Instant,
+    timeout: Option<Duration>,
+    pub status: Option<ChildState>,
+    pub stop: Option<Stop>,
+    end: Option<ExecEnd>,
+}
+
+impl Exec {
+    /// Starts the command as vloer-run's own child in a new process group.
+    pub fn start(conn: ConnId, req: ExecRequest, setup: ChildSetup) -> Result<Exec, SpawnError> {
+        let ExecRequest { argv, cwd, env, timeout, stdio } = req;
+        let mut stdio = stdio.into_iter();
+        let (stdin, stdout, stderr) = (stdio.next(), stdio.next(), stdio.next());
+        let pid = spawn::spawn(&argv, setup, |cmd| {
+            if let Some(env) = env {
+                cmd.env_clear();
+                cmd.envs(env);
+            }
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            // Without the client's descriptors the exec must not write into vloer-run's own.
+            cmd.stdin(stdin.map(Stdio::from).unwrap_or_else(Stdio::null));
+            cmd.stdout(stdout.map(Stdio::from).unwrap_or_else(Stdio::null));
+            cmd.stderr(stderr.map(Stdio::from).unwrap_or_else(Stdio::null));
+        })?;
+        Ok(Exec { conn, pid, argv, started: Instant::now(), timeout, status: None, stop: None, end: None })
+    }
+
+    /// When the exec's own `--timeout` runs out, while it has not begun to stop.
+    pub fn deadline(&self) -> Option<Instant> {
+        match &self.stop {
+            Some(s) => s.deadline(),
+            None => self.timeout.map(|t| self.started + t),
+        }
+    }
+
+    pub fn scope(&self) -> Scope {
+        Scope::Exec(self.pid)
+    }
+
+    /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop
+    /// already signals these processes).
+    pub fn begin_stop(&mut self, end: ExecEnd, plan: StopPlan, watch: bool) {
+        if self.stop.is_some() {
+            return;
+        }
+        self.end = Some(end);
+        let plan = StopPlan { scope: self.scope(), first: None, ..plan };
+        let now = Instant::now();
+        self.stop = Some(if watch { Stop::watch(plan, now) } else { Stop::begin(plan, now) });
+    }
+
+    /// Whether the exec has ended and its stop has been confirmed or given up.
+    pub fn is_done(&self) -> bool {
+        self.stop.as_ref().is_some_and(Stop::is_done)
+    }
+
+    /// The final line for the client, from the stop's outcome.
+    pub fn report(&self, outcome: &Outcome) -> ExitReport {
+        let stopped = outcome.survivors.is_empty() && outcome.error.is_none();
+        let end = self.end.unwrap_or(ExecEnd::Exited);
+        let (exit_code, signal) = match self.status {
+            Some(ChildState::Exited(c)) => (Some(c), None),
+            Some(ChildState::Signaled(s)) => (None, Some(s)),
+            _ => (None, None),
+        };
+        let status = if !stopped {
+            125
+        } else if end == ExecEnd::Timeout {
+            124
+        } else {
+            match (exit_code, signal) {
+                (Some(c), _) => c,
+                (_, Some(s)) => 128 + s.raw(),
+                _ => 125,
+            }
+        };
+        ExitReport {
+            status,
+            exit_code,
+            signal: signal.map(Sig::name),
+            reason: end.name().to_string(),
+            stopped,
+            error: outcome.error.clone(),
+        }
+    }
+}
