@@ -49,6 +49,10 @@ fn read_line(reader: &mut impl BufRead) -> anyhow::Result<Option<(String, serde_
 
 /// An error reply becomes a message and exit 125.
 fn reply_error(v: &serde_json::Value) -> Option<String> {
+    // A verdict may carry an `error` of its own; only replies without a schema are refusals.
+    if v.get("schema").is_some() {
+        return None;
+    }
     v.get("error").map(|e| format!("the instance refused: {} ({})", e.as_str().unwrap_or("?"), v.get("code").and_then(|c| c.as_str()).unwrap_or("error")))
 }
 

@@ -54,11 +54,14 @@ impl Exec {
         let ExecRequest { argv, cwd, env, timeout, stdio } = req;
         let mut stdio = stdio.into_iter();
         let (stdin, stdout, stderr) = (stdio.next(), stdio.next(), stdio.next());
+        let marker = crate::proctable::exec_marker(conn);
+        let (key, value) = marker.split_once('=').expect("NAME=VALUE");
         let pid = spawn::spawn(&argv, setup, |cmd| {
             if let Some(env) = env {
                 cmd.env_clear();
                 cmd.envs(env);
             }
+            cmd.env(key, value);
             if let Some(cwd) = cwd {
                 cmd.current_dir(cwd);
             }
@@ -79,7 +82,7 @@ impl Exec {
     }
 
     pub fn scope(&self) -> Scope {
-        Scope::Exec(self.pid)
+        Scope::Exec { root: self.pid, id: self.conn }
     }
 
     /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop

@@ -44,8 +44,9 @@ pub enum Scope {
     Tree,
     /// The members of one process group, wherever they are, and its leader (the main child).
     Group(Pid),
-    /// An exec started through the control socket: its process, its group, their descendants.
-    Exec(Pid),
+    /// An exec started through the control socket: its process, its group, their descendants,
+    /// and orphans adopted by vloer-run whose environment carries the exec's marker.
+    Exec { root: Pid, id: u64 },
 }
 
 /// Why `/proc` could not prove anything.
@@ -114,6 +115,16 @@ pub fn check_procfs() -> Result<(), ProcError> {
     }
 }
 
+/// The `NAME=VALUE` entry every exec's environment carries, unique within this instance.
+pub fn exec_marker(id: u64) -> String {
+    format!("VLOER_EXEC_ID={}:{id}", nix::unistd::getpid())
+}
+
+fn has_env(pid: Pid, entry: &str) -> bool {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
+}
+
 /// Whether the kernel lists children in `/proc/PID/task/TID/children`.
 fn have_children_files(me: Pid) -> bool {
     Path::new(&format!("/proc/{me}/task/{me}/children")).exists()
@@ -175,10 +186,14 @@ pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> 
     match scope {
         Scope::Group(pgid) => Ok(all(me)?.into_iter().filter(|p| p.pgid == pgid || p.pid == pgid).collect()),
         Scope::Tree => tree(me),
-        Scope::Exec(root) => {
+        Scope::Exec { root, id } => {
             let procs = tree(me)?;
             let mut inside: HashSet<Pid> = seeds.clone();
             inside.extend(procs.iter().filter(|p| p.pid == root || p.pgid == root).map(|p| p.pid));
+            // Lineage is lost when an orphan is reparented to us; the marker in its environment
+            // (inherited across fork and exec) still says which exec it came from.
+            let marker = exec_marker(id);
+            inside.extend(procs.iter().filter(|p| p.ppid == me && p.is_live() && has_env(p.pid, &marker)).map(|p| p.pid));
             close_over_children(&procs, &mut inside);
             Ok(procs.into_iter().filter(|p| inside.contains(&p.pid)).collect())
         }
@@ -233,6 +248,11 @@ pub fn belongs(p: &Proc, scope: Scope, known: &HashSet<Pid>) -> bool {
     match scope {
         Scope::Group(pgid) => p.pgid == pgid || p.pid == pgid,
         Scope::Tree => p.ppid == nix::unistd::getpid() || known.contains(&p.ppid),
-        Scope::Exec(root) => p.pid == root || p.pgid == root || known.contains(&p.ppid),
+        Scope::Exec { root, id } => {
+            p.pid == root
+                || p.pgid == root
+                || known.contains(&p.ppid)
+                || (p.ppid == nix::unistd::getpid() && has_env(p.pid, &exec_marker(id)))
+        }
     }
 }

@@ -1,0 +1,410 @@
+//! The control socket: stop, status and exec from outside the run, and a server that keeps
+//! serving whatever its clients do.
+
+use crate::harness::{self, alive, path_str, wait_until, Run, Running};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// An instance serving a control socket around a long `sleep`.
+struct Instance {
+    run: Running,
+    sock: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Instance {
+    fn start(extra: &[&str]) -> Instance {
+        let dir = harness::tempdir();
+        let sock = dir.path().join("ctl.sock");
+        let mut args: Vec<String> = vec!["--control".into(), path_str(&sock)];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        if !extra.contains(&"--") {
+            args.extend(["--".into(), "sleep".into(), "1000".into()]);
+        }
+        let run = Run::new(&args).start();
+        wait_until("the control socket", || std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket()));
+        Instance { run, sock, _dir: dir }
+    }
+
+    fn sock(&self) -> String {
+        path_str(&self.sock)
+    }
+
+    fn client(&self, args: &[&str]) -> harness::Finished {
+        let mut full: Vec<String> = vec![args[0].to_string(), "--control".into(), self.sock()];
+        full.extend(args[1..].iter().map(|s| s.to_string()));
+        Run::new(&full).finish()
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let out = self.client(&["status"]);
+        assert_eq!(out.code(), Some(0), "{out}");
+        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("status is not JSON ({e}): {out}"))
+    }
+
+    fn stop(self) -> (harness::Finished, harness::Finished) {
+        let client = self.client(&["stop", "--grace", "5s"]);
+        (client, self.run.finish())
+    }
+}
+
+/// One request over a raw connection; returns the reply line.
+fn raw(sock: &Path, request: &[u8]) -> String {
+    let mut s = UnixStream::connect(sock).expect("connect");
+    s.set_read_timeout(Some(harness::LIMIT)).unwrap();
+    s.write_all(request).expect("write request");
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).expect("read reply");
+    line
+}
+
+fn open_fds(pid: i32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+}
+
+#[test]
+fn socket_is_private_and_removed_at_exit() {
+    let inst = Instance::start(&[]);
+    let mode = std::fs::metadata(&inst.sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+    let sock = inst.sock.clone();
+    let (client, run) = inst.stop();
+    assert_eq!(client.code(), Some(0), "{client}");
+    assert!(!sock.exists(), "the socket outlived the run: {run}");
+}
+
+#[test]
+fn socket_mode_ignores_a_permissive_umask() {
+    let dir = harness::tempdir();
+    let sock = dir.path().join("s");
+    let script = format!("umask 000; exec {} --control {} -- sleep 1000", harness::bin(), path_str(&sock));
+    let mut run = Run::new(["-c", &script]);
+    run.cmd = std::process::Command::new("sh");
+    run.cmd.args(["-c", &script]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let running = run.start();
+    wait_until("the control socket", || sock.exists());
+    let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o} under umask 000");
+    let out = Run::new(["stop", "--control", &path_str(&sock)]).finish();
+    assert_eq!(out.code(), Some(0), "{out}");
+    running.finish();
+}
+
+#[test]
+fn a_live_socket_is_refused_and_a_stale_one_replaced() {
+    let inst = Instance::start(&[]);
+    let second = Run::new(["--control", &inst.sock(), "--", "true"]).finish();
+    assert_eq!(second.code(), Some(125), "{second}");
+    assert!(second.stderr.contains("another vloer-run"), "{second}");
+    assert!(harness::parse_verdict(&second.stderr).is_none(), "nothing was started, so no verdict: {second}");
+    // The first instance still serves.
+    assert_eq!(inst.status()["state"], "running");
+    inst.stop();
+
+    let dir = harness::tempdir();
+    let stale = dir.path().join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    assert!(stale.exists());
+    let out = Run::new(["--control", &path_str(&stale), "--", "true"]).finish();
+    assert_eq!(out.code(), Some(0), "{out}");
+    assert!(!stale.exists());
+
+    let file = dir.path().join("plain");
+    std::fs::write(&file, "x").unwrap();
+    let out = Run::new(["--control", &path_str(&file), "--", "true"]).finish();
+    assert_eq!(out.code(), Some(125), "{out}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x", "a non-socket path must never be removed");
+}
+
+#[test]
+fn stop_reports_the_runs_own_verdict() {
+    let inst = Instance::start(&[]);
+    let (client, run) = inst.stop();
+    assert_eq!(client.code(), Some(0), "{client}");
+    let theirs: serde_json::Value = serde_json::from_str(client.stdout.trim()).expect("verdict on stdout");
+    let ours = run.verdict();
+    assert_eq!(theirs, ours, "client and run disagree\n{client}\n{run}");
+    assert_eq!(ours["reason"], "control");
+    assert_eq!(ours["stopped"], true);
+    assert_eq!(run.code(), Some(143), "sleep dies of SIGTERM: {run}");
+}
+
+#[test]
+fn stop_client_exits_1_when_the_stop_is_not_confirmed() {
+    if !harness::is_root() && harness::skip("needs root to make /proc unreadable in a mount namespace") {
+        return;
+    }
+    if !unshare_works() && harness::skip("unshare --mount is not available here") {
+        return;
+    }
+    let dir = harness::tempdir();
+    let sock = dir.path().join("s");
+    let script = format!(
+        "mount -t tmpfs none /proc && exec {} --control {} -- sleep 1000",
+        harness::bin(),
+        path_str(&sock)
+    );
+    let mut run = Run::new(Vec::<String>::new());
+    run.cmd = std::process::Command::new("unshare");
+    run.cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+    run.cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let running = run.start();
+    wait_until("the control socket", || sock.exists());
+    let out = Run::new(["stop", "--control", &path_str(&sock), "--grace", "100ms"]).finish();
+    assert_eq!(out.code(), Some(1), "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["stopped"], false);
+    assert!(v["error"].as_str().is_some_and(|e| e.contains("/proc")), "{v}");
+    let run = running.finish();
+    assert_eq!(run.code(), Some(125), "{run}");
+}
+
+fn unshare_works() -> bool {
+    std::process::Command::new("unshare").args(["--mount", "true"]).status().is_ok_and(|s| s.success())
+}
+
+#[test]
+fn stop_client_cannot_reach_a_missing_instance() {
+    let dir = harness::tempdir();
+    for args in [vec!["stop"], vec!["status"], vec!["exec", "--", "true"]] {
+        let mut full = vec![args[0].to_string(), "--control".into(), path_str(&dir.path().join("nobody"))];
+        full.extend(args[1..].iter().map(|s| s.to_string()));
+        let out = Run::new(&full).finish();
+        assert_eq!(out.code(), Some(125), "{out}");
+        assert!(out.stderr.starts_with("vloer-run: "), "{out}");
+        assert!(out.stdout.is_empty(), "{out}");
+    }
+}
+
+#[test]
+fn status_lists_the_child_and_running_execs() {
+    let inst = Instance::start(&[]);
+    let dir = harness::tempdir();
+    let ready = dir.path().join("ready");
+    let script = format!("echo $$ > {}; exec sleep 1000", path_str(&ready));
+    let exec = Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", &script]).start();
+    let exec_pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
+    let st = inst.status();
+    assert_eq!(st["pid"], inst.run.pid());
+    let child = st["child"]["pid"].as_i64().unwrap() as i32;
+    assert_eq!(st["child"]["alive"], true);
+    let procs = st["processes"].as_array().unwrap();
+    assert!(procs.iter().any(|p| p["pid"] == child && p["cmdline"] == "sleep 1000"), "{st}");
+    assert!(procs.iter().any(|p| p["pid"] == exec_pid), "exec not among processes: {st}");
+    let execs = st["execs"].as_array().unwrap();
+    assert_eq!(execs.len(), 1, "{st}");
+    assert_eq!(execs[0]["pid"], exec_pid);
+    assert_eq!(execs[0]["argv"][0], "sh");
+    let (_, run) = inst.stop();
+    let exec = exec.finish();
+    assert_eq!(exec.code(), Some(143), "the exec was stopped with the run: {exec}");
+    assert!(!alive(exec_pid));
+    assert_eq!(run.verdict()["stopped"], true);
+}
+
+#[test]
+fn exec_output_status_and_parentage() {
+    let inst = Instance::start(&[]);
+    let dir = harness::tempdir();
+    let out = Run::new([
+        "exec",
+        "--control",
+        &inst.sock(),
+        "--",
+        "sh",
+        "-c",
+        "echo out:$PPID; echo err >&2; pwd; echo env:$VLOER_TEST_MARK; exit 7",
+    ])
+    .env("VLOER_TEST_MARK", "marked");
+    let mut out = out;
+    out.cmd.current_dir(dir.path());
+    let out = out.finish();
+    assert_eq!(out.code(), Some(7), "{out}");
+    assert!(out.stdout.contains(&format!("out:{}", inst.run.pid())), "the exec's parent is the instance: {out}");
+    assert!(out.stderr.contains("err"), "{out}");
+    assert!(out.stdout.contains(&path_str(&dir.path().canonicalize().unwrap())), "cwd passed: {out}");
+    assert!(out.stdout.contains("env:marked"), "environment passed: {out}");
+    let signalled = Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", "kill -USR1 $$"]).finish();
+    assert_eq!(signalled.code(), Some(128 + libc::SIGUSR1), "{signalled}");
+    let missing = Run::new(["exec", "--control", &inst.sock(), "--", "/nonexistent/cmd"]).finish();
+    assert_eq!(missing.code(), Some(127), "{missing}");
+    inst.stop();
+}
+
+#[test]
+fn exec_timeout_gives_124_and_its_tree_is_gone() {
+    let inst = Instance::start(&[]);
+    let dir = harness::tempdir();
+    let pids = dir.path().join("pids");
+    let script = format!("trap '' TERM; sleep 1000 & echo $! > {p}.1; (setsid sleep 1000 & echo $! > {p}.2); echo $$ > {p}; wait", p = path_str(&pids));
+    let started = Instant::now();
+    let out = Run::new(["exec", "--control", &inst.sock(), "--timeout", "1s", "--", "sh", "-c", &script]).finish();
+    assert_eq!(out.code(), Some(124), "{out}");
+    for suffix in ["", ".1", ".2"] {
+        let pid: i32 = std::fs::read_to_string(format!("{}{suffix}", path_str(&pids))).unwrap().trim().parse().unwrap();
+        assert!(!alive(pid), "pid {pid} of the exec's tree outlived its timeout");
+    }
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // The run itself is untouched.
+    assert_eq!(inst.status()["state"], "running");
+    let (_, run) = inst.stop();
+    assert!(run.verdict()["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "the exec's TERM-ignoring shell was killed: {run}");
+}
+
+#[test]
+fn killing_the_exec_client_stops_the_exec() {
+    let inst = Instance::start(&[]);
+    for sig in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
+        let dir = harness::tempdir();
+        let ready = dir.path().join("ready");
+        let script = format!("echo $$ > {}; exec sleep 1000", path_str(&ready));
+        let client = Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", &script]).start();
+        let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
+        assert!(alive(pid));
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(client.pid()), nix::sys::signal::Signal::try_from(sig).unwrap()).unwrap();
+        let out = client.finish();
+        wait_until(&format!("exec {pid} to go after signal {sig} to its client"), || !alive(pid));
+        if sig != libc::SIGKILL {
+            assert_eq!(out.code(), Some(143), "the client reports the exec's end: {out}");
+        }
+        assert!(inst.status()["execs"].as_array().unwrap().is_empty());
+    }
+    inst.stop();
+}
+
+#[test]
+fn the_main_childs_exit_stops_a_running_exec() {
+    let dir = harness::tempdir();
+    let go = dir.path().join("go");
+    let ready = dir.path().join("ready");
+    let main_script = format!("while [ ! -e {} ]; do sleep 0.05; done", path_str(&go));
+    let inst = Instance::start(&["--", "sh", "-c", &main_script]);
+    let script = format!("echo $$ > {}; exec sleep 1000", path_str(&ready));
+    let client = Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", &script]).start();
+    let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
+    std::fs::write(&go, "").unwrap();
+    let out = client.finish();
+    assert_eq!(out.code(), Some(143), "{out}");
+    assert!(!alive(pid));
+    let run = inst.run.finish();
+    assert_eq!(run.code(), Some(0), "{run}");
+    assert_eq!(run.verdict()["stopped"], true);
+    assert_eq!(run.verdict()["reason"], "child_exited");
+}
+
+#[test]
+fn a_peer_with_another_uid_is_refused() {
+    if !harness::is_root() && harness::skip("needs root to run a client as another uid (setpriv)") {
+        return;
+    }
+    if which("setpriv").is_none() && harness::skip("setpriv is not installed") {
+        return;
+    }
+    let inst = Instance::start(&[]);
+    // Open the path so that the uid check itself, not the file mode, is what refuses.
+    std::fs::set_permissions(inst._dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(&inst.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let mut run = Run::new(Vec::<String>::new());
+    run.cmd = std::process::Command::new("setpriv");
+    run.cmd.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", harness::bin(), "status", "--control", &inst.sock()]);
+    run.cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let out = run.finish();
+    assert_eq!(out.code(), Some(125), "{out}");
+    assert!(out.stderr.contains("forbidden"), "{out}");
+    assert!(out.stdout.is_empty(), "{out}");
+    let mut run = Run::new(Vec::<String>::new());
+    run.cmd = std::process::Command::new("setpriv");
+    run.cmd.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", harness::bin(), "stop", "--control", &inst.sock()]);
+    run.cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let out = run.finish();
+    assert_eq!(out.code(), Some(125), "{out}");
+    assert_eq!(inst.status()["state"], "running", "a refused stop changed nothing");
+    let (_, run) = inst.stop();
+    assert!(run.stderr.contains("refused a client with uid 65534"), "a log line names the refused peer: {run}");
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.exists())
+}
+
+#[test]
+fn bad_clients_get_errors_while_others_are_served() {
+    let inst = Instance::start(&[]);
+    let sock = inst.sock.clone();
+    // A silent client holds a connection open for the whole test.
+    let silent = UnixStream::connect(&sock).unwrap();
+    silent.set_read_timeout(Some(harness::LIMIT)).unwrap();
+    let malformed = raw(&sock, b"{not json\n");
+    assert!(malformed.contains("\"code\":\"bad_request\""), "{malformed}");
+    let unknown = raw(&sock, b"{\"op\":\"reboot\"}\n");
+    assert!(unknown.contains("\"code\":\"unknown_op\""), "{unknown}");
+    let mut big = vec![b'x'; 1024 * 1024];
+    big.push(b'\n');
+    let huge = {
+        let mut s = UnixStream::connect(&sock).unwrap();
+        s.set_read_timeout(Some(harness::LIMIT)).unwrap();
+        // The server may close before reading it all; what counts is the reply.
+        let _ = s.write_all(&big);
+        let mut line = String::new();
+        let _ = BufReader::new(s).read_line(&mut line);
+        line
+    };
+    assert!(huge.contains("\"code\":\"too_large\""), "{huge}");
+    // While the silent client waits, status still answers.
+    assert_eq!(inst.status()["state"], "running");
+    let started = Instant::now();
+    let mut reply = String::new();
+    BufReader::new(&silent).read_line(&mut reply).unwrap();
+    assert!(reply.contains("\"code\":\"timeout\""), "{reply}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    inst.stop();
+}
+
+#[test]
+fn a_hundred_concurrent_status_requests_all_answer() {
+    let inst = Instance::start(&[]);
+    let pid = inst.run.pid();
+    let before = open_fds(pid);
+    let sock = inst.sock.clone();
+    let threads: Vec<_> = (0..100)
+        .map(|_| {
+            let sock = sock.clone();
+            std::thread::spawn(move || {
+                let mut s = UnixStream::connect(&sock).expect("connect");
+                s.set_read_timeout(Some(harness::LIMIT)).unwrap();
+                s.write_all(b"{\"op\":\"status\"}\n").unwrap();
+                let mut reply = String::new();
+                s.read_to_string(&mut reply).unwrap();
+                reply
+            })
+        })
+        .collect();
+    for t in threads {
+        let reply = t.join().unwrap();
+        let v: serde_json::Value = serde_json::from_str(reply.trim()).unwrap_or_else(|e| panic!("{e}: {reply}"));
+        assert_eq!(v["pid"], pid);
+    }
+    wait_until("vloer-run's descriptors to return to where they were", || open_fds(pid) == before);
+    inst.stop();
+}
+
+#[test]
+fn new_execs_are_refused_while_stopping() {
+    let dir = harness::tempdir();
+    let ready = dir.path().join("ready");
+    let script = format!("trap 'echo term' TERM; echo $$ > {}; while :; do sleep 0.05; done", path_str(&ready));
+    let inst = Instance::start(&["--grace", "30s", "--", "sh", "-c", &script]);
+    let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
+    let stopper = Run::new(["stop", "--control", &inst.sock()]).start();
+    wait_until("the stop to begin", || inst.status()["state"] == "stopping");
+    let refused = Run::new(["exec", "--control", &inst.sock(), "--", "true"]).finish();
+    assert_eq!(refused.code(), Some(125), "{refused}");
+    assert!(refused.stderr.contains("stopping"), "{refused}");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let out = stopper.finish();
+    assert_eq!(out.code(), Some(0), "{out}");
+    inst.run.finish();
+}
