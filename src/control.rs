@@ -215,24 +215,22 @@ impl Server {
     /// Handles readiness of one token; returns what the supervisor must do.
     pub fn on_ready(&mut self, token: Token, revents: PollFlags, now: Instant) -> Vec<Event> {
         match token {
-            Token::Listener => {
-                self.accept(now);
-                Vec::new()
-            }
+            Token::Listener => self.accept(now),
             Token::Conn(id) => self.on_conn(id, revents, now),
         }
     }
 
-    fn accept(&mut self, now: Instant) {
+    fn accept(&mut self, now: Instant) -> Vec<Event> {
+        let mut events = Vec::new();
         while self.conns.len() < MAX_CONNS {
             let stream = match self.listener.accept() {
                 Ok((s, _)) => s,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => {
                     // EMFILE and friends: the client waits in the backlog; we keep serving.
                     msg::warn(format_args!("control socket: accept failed: {e}"));
-                    return;
+                    break;
                 }
             };
             if stream.set_nonblocking(true).is_err() {
@@ -254,9 +252,15 @@ impl Server {
                     conn.phase = Phase::Closing;
                 }
             }
+            let reading = conn.phase == Phase::Reading;
             self.conns.insert(id, conn);
             self.flush(id);
+            // The request usually arrives with the connection; reading now saves a poll round.
+            if reading {
+                events.extend(self.on_conn(id, PollFlags::POLLIN, now));
+            }
         }
+        events
     }
 
     fn on_conn(&mut self, id: ConnId, revents: PollFlags, now: Instant) -> Vec<Event> {

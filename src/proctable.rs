@@ -59,6 +59,15 @@ impl std::fmt::Display for ProcError {
     }
 }
 
+/// Reads a small /proc file in as few syscalls as the kernel allows: /proc files report size 0,
+/// so std::fs::read would stat them and then grow its buffer from 32 bytes.
+fn read_proc_file(path: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::with_capacity(1024);
+    std::fs::File::open(path)?.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
 fn gone(err: &io::Error) -> bool {
     matches!(err.kind(), io::ErrorKind::NotFound) || err.raw_os_error() == Some(libc::ESRCH)
 }
@@ -66,7 +75,7 @@ fn gone(err: &io::Error) -> bool {
 /// Reads one process; `Ok(None)` when it no longer exists.
 pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
     let path = format!("/proc/{pid}/stat");
-    let bytes = match std::fs::read(&path) {
+    let bytes = match read_proc_file(&path) {
         Ok(b) => b,
         Err(e) if gone(&e) => return Ok(None),
         Err(e) => return Err(ProcError(format!("reading {path}: {e}"))),
@@ -87,7 +96,7 @@ pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
 
 /// The command line of a process, arguments joined by spaces; empty for kernel threads and zombies.
 pub fn cmdline(pid: Pid) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
+    read_proc_file(&format!("/proc/{pid}/cmdline"))
         .map(|b| {
             b.split(|c| *c == 0)
                 .filter(|a| !a.is_empty())
@@ -105,13 +114,14 @@ pub fn check_procfs() -> Result<(), ProcError> {
     if fs.filesystem_type().0 as i64 != PROC_SUPER_MAGIC {
         return Err(ProcError("/proc is not a procfs mount, so no process can be proven gone".into()));
     }
+    // /proc/self resolves to our pid only in a procfs of our own pid namespace.
     let me = nix::unistd::getpid();
-    match read(me) {
-        Ok(Some(p)) if p.pid == me => Ok(()),
+    match std::fs::read_link("/proc/self") {
+        Ok(target) if target.as_os_str().as_encoded_bytes() == me.to_string().as_bytes() => Ok(()),
         Ok(_) => Err(ProcError(format!(
             "/proc does not show vloer-run itself (pid {me}): it belongs to another pid namespace"
         ))),
-        Err(e) => Err(e),
+        Err(e) => Err(ProcError(format!("cannot read /proc/self: {e}"))),
     }
 }
 
@@ -121,19 +131,22 @@ pub fn exec_marker(id: u64) -> String {
 }
 
 fn has_env(pid: Pid, entry: &str) -> bool {
-    std::fs::read(format!("/proc/{pid}/environ"))
+    read_proc_file(&format!("/proc/{pid}/environ"))
         .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
 }
 
 /// Whether the kernel lists children in `/proc/PID/task/TID/children`.
 fn have_children_files(me: Pid) -> bool {
-    Path::new(&format!("/proc/{me}/task/{me}/children")).exists()
+    // A kernel feature does not come and go during a run; ask once.
+    static HAVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAVE.get_or_init(|| Path::new(&format!("/proc/{me}/task/{me}/children")).exists())
 }
 
 fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<(), ProcError> {
     let mut read_one = |path: String| -> Result<(), ProcError> {
-        match std::fs::read_to_string(&path) {
+        match read_proc_file(&path) {
             Ok(s) => {
+                let s = String::from_utf8_lossy(&s);
                 out.extend(s.split_ascii_whitespace().filter_map(|t| t.parse().ok()).map(Pid::from_raw));
                 Ok(())
             }
