@@ -37,6 +37,14 @@ fn request_line(req: &WireRequest) -> String {
     serde_json::to_string(req).expect("requests always serialise") + "\n"
 }
 
+/// Sends a request. A refusing instance may answer and close before reading it, so a failed
+/// write is not final: the reply, if any, is still read.
+fn send_request(stream: &mut UnixStream, req: &WireRequest) {
+    if let Err(e) = stream.write_all(request_line(req).as_bytes()) {
+        msg::verbose(format_args!("sending the request: {e}"));
+    }
+}
+
 /// One reply line, both as sent (printed verbatim) and parsed.
 fn read_line(reader: &mut impl BufRead) -> anyhow::Result<Option<(String, serde_json::Value)>> {
     let mut line = String::new();
@@ -58,7 +66,7 @@ fn reply_error(v: &serde_json::Value) -> Option<String> {
 
 fn stop(path: &Path, grace: Option<Duration>) -> anyhow::Result<u8> {
     let mut stream = connect(path)?;
-    stream.write_all(request_line(&WireRequest::Stop { grace_ms: grace.map(|g| g.as_millis() as u64) }).as_bytes())?;
+    send_request(&mut stream, &WireRequest::Stop { grace_ms: grace.map(|g| g.as_millis() as u64) });
     let mut reader = BufReader::new(stream);
     let Some((line, v)) = read_line(&mut reader)? else {
         anyhow::bail!("the instance at {} closed the connection without a verdict", path.display());
@@ -72,7 +80,7 @@ fn stop(path: &Path, grace: Option<Duration>) -> anyhow::Result<u8> {
 
 fn status(path: &Path) -> anyhow::Result<u8> {
     let mut stream = connect(path)?;
-    stream.write_all(request_line(&WireRequest::Status {}).as_bytes())?;
+    send_request(&mut stream, &WireRequest::Status {});
     let Some((line, v)) = read_line(&mut BufReader::new(stream))? else {
         anyhow::bail!("the instance at {} closed the connection without a reply", path.display());
     };
@@ -98,9 +106,16 @@ fn exec(path: &Path, timeout: Option<Duration>, command: Vec<std::ffi::OsString>
     let fds: Vec<RawFd> = (0..3).filter(|fd| nix::fcntl::fcntl(sys::borrow_std_fd(*fd), nix::fcntl::FcntlArg::F_GETFD).is_ok()).collect();
     let cmsg = [ControlMessage::ScmRights(&fds)];
     let bytes = line.as_bytes();
-    let sent = socket::sendmsg::<()>(stream.as_raw_fd(), &[IoSlice::new(bytes)], if fds.is_empty() { &[] } else { &cmsg }, MsgFlags::MSG_NOSIGNAL, None)?;
-    if sent < bytes.len() {
-        (&stream).write_all(&bytes[sent..])?;
+    // As in send_request: a refusal may arrive before the request is read, so write errors are
+    // not final; the reply decides.
+    match socket::sendmsg::<()>(stream.as_raw_fd(), &[IoSlice::new(bytes)], if fds.is_empty() { &[] } else { &cmsg }, MsgFlags::MSG_NOSIGNAL, None) {
+        Ok(sent) if sent < bytes.len() => {
+            if let Err(e) = (&stream).write_all(&bytes[sent..]) {
+                msg::verbose(format_args!("sending the request: {e}"));
+            }
+        }
+        Ok(_) => {}
+        Err(e) => msg::verbose(format_args!("sending the request: {e}")),
     }
     stream.set_nonblocking(true)?;
     let mut buf = Vec::new();

@@ -71,7 +71,9 @@ pub struct Supervisor {
     signals: OwnedFd,
     parent: Option<OwnedFd>,
     child: MainChild,
-    /// The terminal (fd 0) was handed to the child's group and must be handed back.
+    /// stdin is vloer-run's controlling terminal (and no `--session`): the child's group gets it
+    /// whenever vloer-run's group has it (at start, on SIGCONT, when the child stops for want of
+    /// it), and it is handed back on exit.
     tty: bool,
     started: Instant,
     reaped: u64,
@@ -160,9 +162,9 @@ impl Supervisor {
     }
 
     fn start_child(&mut self) {
-        let foreground = !self.args.session
-            && nix::unistd::isatty(std::io::stdin()).unwrap_or(false)
-            && sys::tcgetpgrp(0) == Some(self.me_pgid);
+        // tcgetpgrp fails (ENOTTY) for a terminal that is not our controlling terminal.
+        let ctty = !self.args.session && nix::unistd::isatty(std::io::stdin()).unwrap_or(false) && sys::tcgetpgrp(0).is_some();
+        let foreground = ctty && sys::tcgetpgrp(0) == Some(self.me_pgid);
         let setup = self.child_setup(foreground);
         self.started = Instant::now();
         match spawn::spawn(&self.args.command, setup, |_| {}) {
@@ -171,10 +173,12 @@ impl Supervisor {
                 self.child.pid = Some(pid);
                 // The child stays our unreaped child until we wait for it, so its pid is stable.
                 self.child.pidfd = sys::pidfd_open(pid).ok();
+                // Started in the background (`vloer-run … &`), the child gets the terminal when a
+                // shell's `fg` brings vloer-run to the front.
+                self.tty = ctty;
                 if foreground {
                     // Both sides call tcsetpgrp so neither order of scheduling leaves a gap.
                     let _ = sys::tcsetpgrp(0, pid);
-                    self.tty = true;
                 }
             }
             Err(e) => {
@@ -322,6 +326,11 @@ impl Supervisor {
                 }
             }
         }
+        if !finished.is_empty() {
+            // A pidfd can report an exit a moment before the SIGCHLD for it is queued; the
+            // zombie is already there, so collect its status before reporting.
+            self.reap();
+        }
         for id in finished {
             self.finish_exec(id, now);
         }
@@ -461,15 +470,14 @@ impl Supervisor {
             self.begin_stop(Reason::Signal, first);
             return;
         }
-        if sig == Sig::CONT && self.tty && sys::tcgetpgrp(0) == Some(self.me_pgid) {
-            if let Some(pid) = self.child.pid {
-                let _ = sys::tcsetpgrp(0, pid);
-            }
+        if sig == Sig::CONT {
+            // `fg`: the shell gave the terminal to our group; it belongs to the child's.
+            self.give_terminal_to_child();
         }
         self.deliver(out);
         if sig.is_job_control() && !self.pid1 {
             msg::verbose(format_args!("stopping vloer-run itself for {sig}"));
-            sys::stop_self();
+            sys::stop_self(sig);
         }
     }
 
@@ -561,8 +569,17 @@ impl Supervisor {
                     // forwarded since this report was queued.
                     let still = crate::proctable::read(pid).ok().flatten().is_some_and(|p| p.state == "T");
                     if still && matches!(self.state, State::Running) {
+                        // Stopped for reading or setting the terminal while our group has it: a
+                        // job brought to the front by `fg` while it ran (no SIGCONT then). It only
+                        // lacked the terminal, so hand it over and continue the group (the kernel
+                        // stopped all of it) instead of stopping the job.
+                        if sig != Sig::TSTP && self.give_terminal_to_child() {
+                            msg::verbose(format_args!("child stopped by {sig} while vloer-run has the terminal; handing it over"));
+                            let _ = sys::killpg(pid, Sig::CONT);
+                            continue;
+                        }
                         msg::verbose(format_args!("child stopped by {sig}; stopping vloer-run too"));
-                        sys::stop_self();
+                        sys::stop_self(sig);
                     }
                 }
                 ChildState::Stopped(_) | ChildState::Continued => {}
@@ -691,6 +708,21 @@ impl Supervisor {
             (_, Some(code)) => code,
             // Confirmed, yet the child's status was never collected: that is not a proof.
             _ => 125,
+        }
+    }
+
+    /// Makes the child's group the terminal's foreground group if ours is; true when it now is.
+    fn give_terminal_to_child(&self) -> bool {
+        let Some(pid) = self.child.pid.filter(|_| self.tty && self.child.alive()) else { return false };
+        if sys::tcgetpgrp(0) != Some(self.me_pgid) {
+            return false;
+        }
+        match sys::tcsetpgrp(0, pid) {
+            Ok(()) => true,
+            Err(e) => {
+                msg::verbose(format_args!("could not give the terminal to the child's group: {e}"));
+                false
+            }
         }
     }
 

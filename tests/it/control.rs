@@ -367,6 +367,8 @@ fn bad_clients_get_errors_while_others_are_served() {
 fn a_hundred_concurrent_status_requests_all_answer() {
     let inst = Instance::start(&[]);
     let pid = inst.run.pid();
+    // One answered request proves start-up (child spawned, its pidfd open) is over.
+    inst.status();
     let before = open_fds(pid);
     let sock = inst.sock.clone();
     let threads: Vec<_> = (0..100)
