@@ -102,7 +102,7 @@ pub struct RunArgs {
     pub stop_signal: Sig,
 
     /// How long a stop waits after --stop-signal before SIGKILL; it moves on the moment the scope is
-    /// empty. Keep it below `docker stop -t` or terminationGracePeriodSeconds so the verdict is written.
+    /// empty. Keep it below docker stop's -t and terminationGracePeriodSeconds so the verdict is written.
     #[arg(long, env = "VLOER_GRACE", value_name = "DURATION", default_value = "5s", value_parser = duration::parse, value_hint = clap::ValueHint::Other)]
     pub grace: Duration,
 
@@ -223,7 +223,7 @@ impl clap::builder::TypedValueParser for SignalParser {
 
     fn parse_ref(&self, cmd: &clap::Command, arg: Option<&clap::Arg>, value: &std::ffi::OsStr) -> Result<Sig, clap::Error> {
         let parse: fn(&str) -> Result<Sig, String> = if self.allow_zero { parse_signal_or_zero } else { parse_signal };
-        parse.parse_ref(cmd, arg, value)
+        clap::builder::TypedValueParser::parse_ref(&parse, cmd, arg, value)
     }
 
     fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {

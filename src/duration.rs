@@ -47,4 +47,58 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }
+
+    /// Property tests: every input parses to the right value or gets an error that says why.
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            #[test]
+            fn whole_units_parse_exactly(n in 0u64..1_000_000, unit in prop::sample::select(vec![("ms", 1u64), ("s", 1000), ("m", 60_000), ("h", 3_600_000)])) {
+                let (suffix, ms) = unit;
+                let want = Duration::from_millis(n * ms);
+                match parse(&format!("{n}{suffix}")) {
+                    Ok(d) => prop_assert_eq!(d, want),
+                    Err(e) => prop_assert!(want > MAX && e.contains("too long"), "{n}{suffix}: {e}"),
+                }
+            }
+
+            #[test]
+            fn minutes_and_seconds_add_up(m in 0u64..10_000, s in 0u64..60) {
+                prop_assert_eq!(parse(&format!("{m}m{s}s")), Ok(Duration::from_secs(m * 60 + s)));
+            }
+
+            #[test]
+            fn plain_seconds_with_millis(ms in 0u64..100_000_000, pad in prop::sample::select(vec!["", " ", "\t"])) {
+                let text = format!("{pad}{}.{:03}{pad}", ms / 1000, ms % 1000);
+                prop_assert_eq!(parse(&text), Ok(Duration::from_millis(ms)));
+            }
+
+            #[test]
+            fn negative_values_are_refused(n in 1u64..u64::MAX, suffix in prop::sample::select(vec!["", "s", "ms", ".5"])) {
+                let text = format!("-{n}{suffix}");
+                prop_assert!(parse(&text).is_err(), "{text} parsed");
+            }
+
+            #[test]
+            fn anything_else_parses_within_bounds_or_explains(text in any::<String>()) {
+                match parse(&text) {
+                    Ok(d) => prop_assert!(d <= MAX),
+                    Err(e) => prop_assert!(
+                        (e.contains("expected") && e.contains("500ms")) || e.contains("too long"),
+                        "unclear error for {text:?}: {e}"
+                    ),
+                }
+            }
+
+            #[test]
+            fn number_like_text_never_panics(text in "[-+]?[0-9]{0,30}(\\.[0-9]{0,30})?(e[-+]?[0-9]{1,4})?(ns|us|ms|s|m|h|d|w|y)?") {
+                match parse(&text) {
+                    Ok(d) => prop_assert!(d <= MAX),
+                    Err(e) => prop_assert!(!e.is_empty()),
+                }
+            }
+        }
+    }
 }

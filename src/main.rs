@@ -2,6 +2,8 @@
 #![deny(unsafe_code)]
 
 mod cli;
+#[cfg(test)]
+mod docs;
 mod client;
 mod control;
 mod duration;
@@ -19,8 +21,9 @@ mod verdict;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// The version `--version` prints.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The version `--version` prints: the package version and, when built from a git checkout, the
+/// commit (`0.1.0 (git 1a2b3c4)`); see build.rs.
+pub const VERSION: &str = env!("VLOER_VERSION");
 
 fn main() -> ExitCode {
     let cli = match cli::Cli::try_parse() {

@@ -1,10 +1,10 @@
 //! The process table as `/proc` shows it: who is in the run's scope, and whether they are alive.
 
 use nix::unistd::Pid;
-use procfs::FromRead;
 use serde::Serialize;
 use std::collections::HashSet;
 use std::io;
+use std::os::fd::OwnedFd;
 use std::path::Path;
 
 /// One process as read from `/proc/PID/stat`.
@@ -63,35 +63,92 @@ impl std::fmt::Display for ProcError {
 /// so std::fs::read would stat them and then grow its buffer from 32 bytes.
 fn read_proc_file(path: &str) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let mut buf = Vec::with_capacity(1024);
-    std::fs::File::open(path)?.read_to_end(&mut buf)?;
-    Ok(buf)
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // A plain read loop: File::read_to_end would also fstat and lseek the file for a size hint
+    // that /proc does not give (two more syscalls per process in every scan).
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => return Ok(buf),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// vloer-run's own pid. It never changes (vloer-run does not fork without exec), and getpid(2)
+/// is a real syscall on glibc, asked for every process of every scan through `belongs`.
+fn me() -> Pid {
+    static ME: std::sync::OnceLock<Pid> = std::sync::OnceLock::new();
+    *ME.get_or_init(nix::unistd::getpid)
 }
 
 fn gone(err: &io::Error) -> bool {
     matches!(err.kind(), io::ErrorKind::NotFound) || err.raw_os_error() == Some(libc::ESRCH)
 }
 
+/// Reads `/proc/PID/stat`: open, one read, close. The file is a single line, so once its newline
+/// has arrived the record is whole and the read that would return EOF can be skipped.
+fn read_stat_file(path: &str) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = match file.read(&mut chunk) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if n == 0 || buf.last() == Some(&b'\n') {
+            return Ok(buf);
+        }
+    }
+}
+
+/// The fields of `/proc/PID/stat` that vloer-run uses, parsed as procfs' `Stat` parses them (comm
+/// is what lies between the first `(` and the last `)`, lossily decoded), without building the
+/// other 45 fields: this runs twice for every process of every scan.
+fn parse_stat(bytes: &[u8]) -> Option<Proc> {
+    let line = String::from_utf8_lossy(bytes);
+    let line = line.trim();
+    let open = line.find('(')?;
+    let close = line.rfind(')')?;
+    let pid: i32 = line.get(..open)?.trim_end().parse().ok()?;
+    let comm = line.get(open + 1..close)?.to_string();
+    // After ") ": state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt cmajflt utime
+    // stime cutime cstime priority nice num_threads itrealvalue starttime ...
+    let mut f = line.get(close + 2..)?.split(' ');
+    let state = f.next()?.chars().next()?.to_string();
+    let ppid: i32 = f.next()?.parse().ok()?;
+    let pgid: i32 = f.next()?.parse().ok()?;
+    let sid: i32 = f.next()?.parse().ok()?;
+    let threads: i64 = f.nth(13)?.parse().ok()?;
+    let starttime: u64 = f.nth(1)?.parse().ok()?;
+    Some(Proc {
+        pid: Pid::from_raw(pid),
+        ppid: Pid::from_raw(ppid),
+        pgid: Pid::from_raw(pgid),
+        sid: Pid::from_raw(sid),
+        state,
+        comm,
+        starttime,
+        threads,
+    })
+}
+
 /// Reads one process; `Ok(None)` when it no longer exists.
 pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
     let path = format!("/proc/{pid}/stat");
-    let bytes = match read_proc_file(&path) {
+    let bytes = match read_stat_file(&path) {
         Ok(b) => b,
         Err(e) if gone(&e) => return Ok(None),
         Err(e) => return Err(ProcError(format!("reading {path}: {e}"))),
     };
-    let stat = procfs::process::Stat::from_read(&bytes[..])
-        .map_err(|e| ProcError(format!("parsing {path}: {e}")))?;
-    Ok(Some(Proc {
-        pid: Pid::from_raw(stat.pid),
-        ppid: Pid::from_raw(stat.ppid),
-        pgid: Pid::from_raw(stat.pgrp),
-        sid: Pid::from_raw(stat.session),
-        state: stat.state.to_string(),
-        comm: stat.comm,
-        starttime: stat.starttime,
-        threads: stat.num_threads,
-    }))
+    parse_stat(&bytes).map(Some).ok_or_else(|| ProcError(format!("parsing {path}: unexpected format")))
 }
 
 /// The command line of a process, arguments joined by spaces; empty for kernel threads and zombies.
@@ -115,7 +172,7 @@ pub fn check_procfs() -> Result<(), ProcError> {
         return Err(ProcError("/proc is not a procfs mount, so no process can be proven gone".into()));
     }
     // /proc/self resolves to our pid only in a procfs of our own pid namespace.
-    let me = nix::unistd::getpid();
+    let me = me();
     match std::fs::read_link("/proc/self") {
         Ok(target) if target.as_os_str().as_encoded_bytes() == me.to_string().as_bytes() => Ok(()),
         Ok(_) => Err(ProcError(format!(
@@ -127,7 +184,7 @@ pub fn check_procfs() -> Result<(), ProcError> {
 
 /// The `NAME=VALUE` entry every exec's environment carries, unique within this instance.
 pub fn exec_marker(id: u64) -> String {
-    format!("VLOER_EXEC_ID={}:{id}", nix::unistd::getpid())
+    format!("VLOER_EXEC_ID={}:{id}", me())
 }
 
 fn has_env(pid: Pid, entry: &str) -> bool {
@@ -195,7 +252,7 @@ fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
 /// (an exec's tracked processes), whose children belong too even after they were reparented.
 pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> {
     check_procfs()?;
-    let me = nix::unistd::getpid();
+    let me = me();
     match scope {
         Scope::Group(pgid) => Ok(all(me)?.into_iter().filter(|p| p.pgid == pgid || p.pid == pgid).collect()),
         Scope::Tree => tree(me),
@@ -242,30 +299,122 @@ fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
     let mut seen = HashSet::new();
     let mut queue = Vec::new();
     children_of(me, 1, &mut queue)?;
-    while let Some(pid) = queue.pop() {
-        if !seen.insert(pid) {
-            continue;
-        }
-        if let Some(p) = read(pid)? {
-            if p.is_live() {
-                children_of(pid, p.threads, &mut queue)?;
+    loop {
+        while let Some(pid) = queue.pop() {
+            if !seen.insert(pid) {
+                continue;
             }
-            out.push(p);
+            if let Some(p) = read(pid)? {
+                if p.is_live() {
+                    children_of(pid, p.threads, &mut queue)?;
+                }
+                out.push(p);
+            }
+        }
+        if !reparented_since(me, &seen, &mut queue)? {
+            return Ok(out);
         }
     }
-    Ok(out)
+}
+
+/// Re-reads our own children: a process that exited during the walk after its parent's children
+/// were read, but before its own were, handed them to us (the reaper). Queues those not seen yet;
+/// `false` when there are none, so the walk is complete.
+fn reparented_since(me: Pid, seen: &HashSet<Pid>, queue: &mut Vec<Pid>) -> Result<bool, ProcError> {
+    let mut now = Vec::new();
+    children_of(me, 1, &mut now)?;
+    queue.extend(now.into_iter().filter(|p| !seen.contains(p)));
+    Ok(!queue.is_empty())
+}
+
+/// `--scope tree` read for a stop, where the kernel has children files and pidfds (`None`
+/// otherwise): the walk of `tree`, but with a pidfd on each process opened *before* its stat is
+/// read, so that one read both describes the process and proves what the pidfd names (had the
+/// pid been recycled in between, the read shows another process or none, and a signal through the
+/// pidfd reaches no one). `visit` gets each live process with its pidfd and the pids seen so far,
+/// after its children were queued, so it may signal it at once. Returns what `tree` returns.
+pub fn walk_tree(visit: &mut dyn FnMut(&Proc, OwnedFd, &HashSet<Pid>)) -> Option<Result<Vec<Proc>, ProcError>> {
+    let me = me();
+    if !have_children_files(me) || !crate::sys::have_pidfd() {
+        return None;
+    }
+    let mut walk = || -> Result<Vec<Proc>, ProcError> {
+        check_procfs()?;
+        let mut out = Vec::new();
+        let mut seen = HashSet::new();
+        let mut queue = Vec::new();
+        children_of(me, 1, &mut queue)?;
+        loop {
+            while let Some(pid) = queue.pop() {
+                if !seen.insert(pid) {
+                    continue;
+                }
+                // A failure here only means no visit: the caller's general path retries it.
+                let fd = crate::sys::pidfd_open(pid).ok();
+                if let Some(p) = read(pid)? {
+                    if p.is_live() {
+                        children_of(pid, p.threads, &mut queue)?;
+                        if let Some(fd) = fd {
+                            visit(&p, fd, &seen);
+                        }
+                    }
+                    out.push(p);
+                }
+            }
+            if !reparented_since(me, &seen, &mut queue)? {
+                return Ok(out);
+            }
+        }
+    };
+    Some(walk())
 }
 
 /// Whether `p` (freshly read) belongs to `scope`, given the members already known to be inside.
 pub fn belongs(p: &Proc, scope: Scope, known: &HashSet<Pid>) -> bool {
     match scope {
         Scope::Group(pgid) => p.pgid == pgid || p.pid == pgid,
-        Scope::Tree => p.ppid == nix::unistd::getpid() || known.contains(&p.ppid),
+        Scope::Tree => p.ppid == me() || known.contains(&p.ppid),
         Scope::Exec { root, id } => {
             p.pid == root
                 || p.pgid == root
                 || known.contains(&p.ppid)
-                || (p.ppid == nix::unistd::getpid() && has_env(p.pid, &exec_marker(id)))
+                || (p.ppid == me() && has_env(p.pid, &exec_marker(id)))
         }
+    }
+}
+
+#[cfg(test)]
+mod stat_tests {
+    use super::*;
+    use procfs::FromRead;
+
+    fn via_procfs(bytes: &[u8]) -> Proc {
+        let stat = procfs::process::Stat::from_read(bytes).unwrap();
+        Proc {
+            pid: Pid::from_raw(stat.pid),
+            ppid: Pid::from_raw(stat.ppid),
+            pgid: Pid::from_raw(stat.pgrp),
+            sid: Pid::from_raw(stat.session),
+            state: stat.state.to_string(),
+            comm: stat.comm,
+            starttime: stat.starttime,
+            threads: stat.num_threads,
+        }
+    }
+
+    #[test]
+    fn parse_stat_agrees_with_procfs() {
+        let odd = b"4242 (a) (b \xff) Z 1 2 3 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 7 0 98765 0 0\n";
+        assert_eq!(parse_stat(odd).unwrap(), via_procfs(odd));
+        assert_eq!(parse_stat(odd).unwrap().comm, "a) (b \u{fffd}");
+        let mut seen = 0;
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            let Ok(bytes) = read_stat_file(&format!("/proc/{pid}/stat")) else { continue };
+            assert_eq!(parse_stat(&bytes).unwrap(), via_procfs(&bytes), "{}", String::from_utf8_lossy(&bytes));
+            seen += 1;
+        }
+        assert!(seen > 0);
+        assert!(parse_stat(b"12 (x) S 1\n").is_none());
     }
 }

@@ -217,6 +217,84 @@ mod tests {
         }
     }
 
+    /// Property tests: every input parses to the right signal or gets an error that says why.
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// `name` in a random case, with or without a SIG prefix, maybe padded.
+        fn spelled(name: &'static str) -> impl Strategy<Value = String> {
+            (any::<bool>(), prop::collection::vec(any::<bool>(), 3 + name.len()), prop::sample::select(vec!["", " ", "\t"])).prop_map(move |(prefix, upper, pad)| {
+                let full = if prefix { format!("SIG{name}") } else { name.to_string() };
+                let cased: String = full.chars().zip(upper).map(|(c, u)| if u { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() }).collect();
+                format!("{pad}{cased}{pad}")
+            })
+        }
+
+        fn named() -> impl Strategy<Value = (String, i32)> {
+            prop::sample::select(NAMES.to_vec()).prop_flat_map(|(name, n)| spelled(name).prop_map(move |s| (s, n)))
+        }
+
+        proptest! {
+            #[test]
+            fn names_in_any_case_with_or_without_sig((text, n) in named()) {
+                prop_assert_eq!(Sig::parse(&text, false), Ok(Sig(n)));
+            }
+
+            #[test]
+            fn numbers_in_range_parse_and_others_are_refused(n in any::<i64>()) {
+                let got = Sig::parse(&n.to_string(), false);
+                if (1..=Sig::max() as i64).contains(&n) {
+                    prop_assert_eq!(got, Ok(Sig(n as i32)));
+                } else {
+                    let e = got.unwrap_err();
+                    prop_assert!(e.contains("out of range") || e.contains("unknown signal"), "{n}: {e}");
+                }
+            }
+
+            #[test]
+            fn realtime_offsets(k in 0i32..64, from_max in any::<bool>()) {
+                let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+                let (text, n) = if from_max { (format!("RTMAX-{k}"), max - k) } else { (format!("sigrtmin+{k}"), min + k) };
+                let got = Sig::parse(&text, false);
+                if (min..=max).contains(&n) {
+                    prop_assert_eq!(got, Ok(Sig(n)));
+                    prop_assert_eq!(Sig::parse(&Sig(n).name(), false), Ok(Sig(n)));
+                } else {
+                    prop_assert!(got.is_err(), "{text} gave {got:?}");
+                }
+            }
+
+            #[test]
+            fn any_text_parses_in_range_or_explains(text in any::<String>(), zero in any::<bool>()) {
+                match Sig::parse(&text, zero) {
+                    Ok(s) => prop_assert!((1..=Sig::max()).contains(&s.raw()) || (zero && s.is_none())),
+                    Err(e) => prop_assert!(e.contains("signal"), "unclear error for {text:?}: {e}"),
+                }
+            }
+
+            #[test]
+            fn rewrites_parse_both_sides(from in 1..=64i32, to in 0..=64i32, by_name in any::<bool>()) {
+                prop_assume!(from <= Sig::max() && to <= Sig::max());
+                let show = |n: i32| if by_name && n != 0 { Sig(n).name() } else { n.to_string() };
+                let got = Rewrite::parse(&format!("{}:{}", show(from), show(to)));
+                if matches!(from, libc::SIGKILL | libc::SIGSTOP | libc::SIGCHLD) {
+                    prop_assert!(got.unwrap_err().contains("cannot be rewritten"));
+                } else {
+                    prop_assert_eq!(got, Ok(Rewrite { from: Sig(from), to: Sig(to) }));
+                }
+            }
+
+            #[test]
+            fn any_rewrite_text_parses_or_explains(text in any::<String>()) {
+                match Rewrite::parse(&text) {
+                    Ok(r) => prop_assert!(!r.from.is_none() && (1..=Sig::max()).contains(&r.from.raw())),
+                    Err(e) => prop_assert!(e.contains("FROM:TO") || e.contains("signal") || e.contains("cannot be rewritten"), "unclear error for {text:?}: {e}"),
+                }
+            }
+        }
+    }
+
     #[test]
     fn rewrite() {
         assert_eq!(Rewrite::parse("TERM:QUIT").unwrap().to.raw(), libc::SIGQUIT);

@@ -567,15 +567,15 @@ impl Supervisor {
                 ChildState::Stopped(sig) if is_main && sig.is_job_control() && !self.pid1 => {
                     // Only stop along if the child is still stopped: a SIGCONT may have been
                     // forwarded since this report was queued.
-                    let still = crate::proctable::read(pid).ok().flatten().is_some_and(|p| p.state == "T");
-                    if still && matches!(self.state, State::Running) {
+                    let still = crate::proctable::read(pid).ok().flatten().filter(|p| p.state == "T");
+                    if let (Some(p), State::Running) = (still, &self.state) {
                         // Stopped for reading or setting the terminal while our group has it: a
                         // job brought to the front by `fg` while it ran (no SIGCONT then). It only
-                        // lacked the terminal, so hand it over and continue the group (the kernel
+                        // lacked the terminal, so hand it over and continue its group (the kernel
                         // stopped all of it) instead of stopping the job.
-                        if sig != Sig::TSTP && self.give_terminal_to_child() {
+                        if sig != Sig::TSTP && self.give_terminal_to(p.pgid) {
                             msg::verbose(format_args!("child stopped by {sig} while vloer-run has the terminal; handing it over"));
-                            let _ = sys::killpg(pid, Sig::CONT);
+                            let _ = sys::killpg(p.pgid, Sig::CONT);
                             continue;
                         }
                         msg::verbose(format_args!("child stopped by {sig}; stopping vloer-run too"));
@@ -713,11 +713,16 @@ impl Supervisor {
 
     /// Makes the child's group the terminal's foreground group if ours is; true when it now is.
     fn give_terminal_to_child(&self) -> bool {
-        let Some(pid) = self.child.pid.filter(|_| self.tty && self.child.alive()) else { return false };
-        if sys::tcgetpgrp(0) != Some(self.me_pgid) {
+        self.child.pid.is_some_and(|pid| self.give_terminal_to(pid))
+    }
+
+    /// Makes `pgid` (the main child's group) the terminal's foreground group if ours is; true
+    /// when it now is.
+    fn give_terminal_to(&self, pgid: Pid) -> bool {
+        if !self.tty || !self.child.alive() || sys::tcgetpgrp(0) != Some(self.me_pgid) {
             return false;
         }
-        match sys::tcsetpgrp(0, pid) {
+        match sys::tcsetpgrp(0, pgid) {
             Ok(()) => true,
             Err(e) => {
                 msg::verbose(format_args!("could not give the terminal to the child's group: {e}"));

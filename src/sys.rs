@@ -96,6 +96,13 @@ pub fn occupy_closed_std_fds() {
     }
 }
 
+/// Whether the standard descriptor `fd` (0-2) was closed when vloer-run started. It holds
+/// /dev/null now, so a write to it "succeeds" without reaching anyone: the verdict sink must
+/// treat it as missing.
+pub fn closed_at_start(fd: RawFd) -> bool {
+    usize::try_from(fd).ok().and_then(|i| START_FD_CLOSED.get(i)).is_some_and(|c| c.load(Ordering::SeqCst))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Signals in: a signalfd over every catchable signal.
 
@@ -119,12 +126,18 @@ pub fn signalfd_for_all() -> io::Result<OwnedFd> {
         // Our own writes to a closed pipe must stay EPIPE errors, not a signal to forward.
         libc::sigdelset(&mut set, libc::SIGPIPE);
     }
-    // SAFETY: `set` is initialised; a blocked mask on our only thread makes signalfd see them.
-    if unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
+    block_into_signalfd(&set)
+}
+
+/// Blocks `set` on our only thread (so its signals stay pending for the signalfd instead of
+/// being delivered) and returns a non-blocking signalfd over it.
+fn block_into_signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
+    // SAFETY: `set` is an initialised sigset; vloer-run has a single thread.
+    if unsafe { libc::sigprocmask(libc::SIG_BLOCK, set, std::ptr::null_mut()) } != 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: -1 asks for a new descriptor; the result is checked before it is owned.
-    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+    let fd = unsafe { libc::signalfd(-1, set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -328,11 +341,40 @@ pub fn killpg(pgid: Pid, sig: Sig) -> io::Result<()> {
     Ok(())
 }
 
-/// Stops vloer-run itself (job control), as a shell expects of a stopped job.
-pub fn stop_self() {
+/// Stops vloer-run itself (job control), as a shell expects of a stopped job, and returns on
+/// SIGCONT. It stops with `sig` itself where the kernel lets that stop it, so the shell reports
+/// the job as it would the child alone (`jobs -l`: "Stopped (tty input)"; zsh: "suspended", not
+/// "suspended (signal)"); otherwise (ignored at start, an orphaned group) with SIGSTOP.
+pub fn stop_self(sig: Sig) {
+    if sig.is_job_control() && !ignored_at_start(sig) && parent_in_other_group_of_session() {
+        let mut set = empty_set();
+        // SAFETY: `set` is initialised and the calls take plain values. `sig` is blocked here (it
+        // is in the signalfd set), so kill only makes it pending; unblocking delivers it before
+        // sigprocmask returns, with its default action (we install no handlers): the process stops
+        // until SIGCONT. Then it is blocked again, as the signalfd needs.
+        unsafe {
+            libc::sigaddset(&mut set, sig.raw());
+            if libc::kill(libc::getpid(), sig.raw()) == 0 && libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) == 0 {
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                return;
+            }
+        }
+    }
     // SAFETY: raise with SIGSTOP cannot be caught or blocked; execution resumes on SIGCONT.
     unsafe {
         libc::raise(libc::SIGSTOP);
+    }
+}
+
+/// Whether vloer-run's parent is in another process group of the same session. That keeps
+/// vloer-run's group from being orphaned, and only then does the kernel let SIGTSTP, SIGTTIN and
+/// SIGTTOU stop it (it discards them for an orphaned group).
+fn parent_in_other_group_of_session() -> bool {
+    // SAFETY: plain queries by pid; each returns -1 on error, which is checked.
+    unsafe {
+        let ppid = libc::getppid();
+        let (pgid, sid) = (libc::getpgid(ppid), libc::getsid(ppid));
+        pgid > 0 && sid > 0 && pgid != libc::getpgrp() && sid == libc::getsid(0)
     }
 }
 
@@ -385,15 +427,5 @@ pub fn signalfd_for(sigs: &[Sig]) -> io::Result<OwnedFd> {
             libc::sigaddset(&mut set, s.raw());
         }
     }
-    // SAFETY: `set` is initialised; vloer-run has a single thread.
-    if unsafe { libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: -1 asks for a new descriptor; the result is checked before it is owned.
-    let fd = unsafe { libc::signalfd(-1, &set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    block_into_signalfd(&set)
 }

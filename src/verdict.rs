@@ -67,8 +67,21 @@ impl Verdict {
         }
         loop {
             let line = serde_json::to_string(&v).expect("a verdict always serialises") + "\n";
-            if line.len() <= MAX_BYTES || v.survivors.is_empty() {
+            if line.len() <= MAX_BYTES {
                 return line;
+            }
+            if v.survivors.is_empty() {
+                // Only the error can still be too long: in JSON a control character takes six
+                // bytes and many others three or four, so 1024 characters may be far over 4096.
+                let Some(e) = v.error.as_mut() else { return line };
+                let body = e.strip_suffix('…').unwrap_or(e);
+                if body.is_empty() {
+                    return line;
+                }
+                // Every character is at least one byte of JSON, so this always shrinks the line.
+                let keep = body.chars().count().saturating_sub(line.len() - MAX_BYTES + 1);
+                *e = body.chars().take(keep).collect::<String>() + "…";
+                continue;
             }
             // Drop in proportion to the excess so 5000 survivors do not take 5000 passes.
             let over = line.len() - MAX_BYTES;
@@ -114,11 +127,32 @@ impl Sink {
     /// Writes the line. A regular file is replaced atomically; a FIFO, a character device or
     /// `/dev/fd/N` gets a single write.
     pub fn write(&self, line: &str) -> Result<(), String> {
+        if let Some(fd) = self.std_fd().filter(|fd| crate::sys::closed_at_start(*fd)) {
+            let name = ["stdin", "stdout", "stderr"][fd as usize];
+            return Err(format!("writing the verdict to {name}: {name} was closed when vloer-run started"));
+        }
         match self {
             Sink::Off => Ok(()),
             Sink::Stdout => write_all_once(&mut std::io::stdout().lock(), line).map_err(|e| format!("writing the verdict to stdout: {e}")),
             Sink::Stderr => write_all_once(&mut std::io::stderr().lock(), line).map_err(|e| format!("writing the verdict to stderr: {e}")),
             Sink::Path(path) => write_path(path, line).map_err(|e| format!("writing the verdict to {}: {e}", path.display())),
+        }
+    }
+}
+
+impl Sink {
+    /// The standard descriptor (0-2) this sink writes to, if it is one.
+    fn std_fd(&self) -> Option<i32> {
+        match self {
+            Sink::Stdout => Some(1),
+            Sink::Stderr => Some(2),
+            Sink::Path(p) => match p.to_str()? {
+                "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" => Some(0),
+                "/dev/stdout" | "/dev/fd/1" | "/proc/self/fd/1" => Some(1),
+                "/dev/stderr" | "/dev/fd/2" | "/proc/self/fd/2" => Some(2),
+                _ => None,
+            },
+            Sink::Off => None,
         }
     }
 }
@@ -163,6 +197,17 @@ fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    // A file that is itself a mount point cannot be renamed over (EBUSY), and that is what
+    // Kubernetes makes of /dev/termination-log: a host file bind-mounted into the container.
+    // Replace its contents in place instead, in one write, as for a device.
+    if matches!(&result, Err(e) if e.raw_os_error() == Some(libc::EBUSY)) {
+        let mut f = std::fs::OpenOptions::new().write(true).truncate(true).custom_flags(libc::O_CLOEXEC).open(path)?;
+        let n = f.write(line.as_bytes())?;
+        if n != line.len() {
+            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {} bytes", line.len())));
+        }
+        return f.sync_all();
+    }
     result
 }
 
@@ -197,6 +242,77 @@ mod tests {
             elapsed_ms: 10,
             error: Some("x".repeat(10_000)),
             schema: 1,
+        }
+    }
+
+    /// Property tests: whatever the run found, the verdict is one line of valid JSON that fits.
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Text as hostile as JSON gets: control characters (six bytes each once escaped), quotes,
+        /// backslashes, three- and four-byte characters.
+        fn nasty(max: usize) -> impl Strategy<Value = String> {
+            let ch = prop_oneof![2 => any::<char>(), 4 => (0u8..0x20).prop_map(char::from), 1 => Just('"'), 1 => Just('\\'), 1 => Just('€'), 1 => Just('𝄞')];
+            prop::collection::vec(ch, 0..max).prop_map(String::from_iter)
+        }
+
+        fn survivor() -> impl Strategy<Value = Proc> {
+            let state = prop::sample::select(vec!["R", "S", "D", "T", "t", "I"]);
+            (any::<i32>(), any::<i32>(), any::<i32>(), any::<i32>(), state, nasty(20)).prop_map(|(pid, ppid, pgid, sid, state, comm)| Proc {
+                pid: Pid::from_raw(pid),
+                ppid: Pid::from_raw(ppid),
+                pgid: Pid::from_raw(pgid),
+                sid: Pid::from_raw(sid),
+                state: state.into(),
+                comm,
+                starttime: 0,
+                threads: 1,
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn every_verdict_is_one_line_of_json_within_4096_bytes(
+                survivors in prop::collection::vec(survivor(), 0..300),
+                error in prop::option::of(nasty(6000)),
+                signal in prop::option::of(nasty(40)),
+                sent in prop::collection::btree_map(nasty(12), any::<u64>(), 0..8),
+                stopped in any::<bool>(),
+                exit_code in any::<i32>(),
+                reaped in any::<u64>(),
+            ) {
+                let n = survivors.len();
+                let v = Verdict { stopped, survivors: survivors.clone(), error: error.clone(), signal, sent, exit_code, reaped, ..verdict(0) };
+                let line = v.to_line();
+                prop_assert!(line.len() <= MAX_BYTES, "{} bytes", line.len());
+                prop_assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "not one line: {line:?}");
+                let j: serde_json::Value = serde_json::from_str(&line).map_err(|e| TestCaseError::fail(format!("{e}: {line}")))?;
+                prop_assert_eq!(&j["stopped"], &serde_json::json!(stopped));
+                prop_assert_eq!(&j["exit_code"], &serde_json::json!(exit_code));
+                prop_assert_eq!(&j["reaped"], &serde_json::json!(reaped));
+                prop_assert_eq!(&j["schema"], &serde_json::json!(1));
+                // Survivors are dropped from the end, and every dropped one is counted.
+                let kept = j["survivors"].as_array().unwrap();
+                let omitted = j.get("survivors_omitted").map_or(0, |o| o.as_u64().unwrap() as usize);
+                prop_assert_eq!(kept.len() + omitted, n);
+                for (k, s) in kept.iter().zip(&survivors) {
+                    prop_assert_eq!(&k["pid"], &serde_json::json!(s.pid.as_raw()));
+                    prop_assert_eq!(&k["comm"], &serde_json::json!(s.comm));
+                }
+                // An error is never lost, only shortened (ending in an ellipsis).
+                match (&error, j.get("error")) {
+                    (None, None) => {}
+                    (Some(e), Some(out)) => {
+                        let out = out.as_str().unwrap();
+                        let cut = out.strip_suffix('…').unwrap_or(out);
+                        prop_assert!(out == e || (out.ends_with('…') && e.starts_with(cut)), "{out:?} is not a prefix of the error");
+                    }
+                    (e, out) => prop_assert!(false, "error {e:?} became {out:?}"),
+                }
+            }
         }
     }
 

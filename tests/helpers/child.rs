@@ -1,2 +1,454 @@
 //! Misbehaving children for the integration tests (built only with `--features test-helpers`).
-fn main() {}
+//!
+//! ```text
+//! vloer-test-child [--root] COMMAND ARGS...
+//!   sleep READY                  publish its pid, then sleep until killed
+//!   ignore-term READY            the same with SIGTERM ignored
+//!   daemon PIDFILE               double fork + setsid(); the daemon publishes its pid and sleeps;
+//!                                the original exits 0 once the daemon is ready
+//!   fork-loop READY LOG [--hop] [--fast]
+//!                                SIGTERM ignored; forks a new generation every millisecond (--fast:
+//!                                as fast as fork allows), each logging its pid to LOG; with --hop
+//!                                each parent exits after forking, so the live pid keeps changing
+//!   many N READY [--then-exit]   forks N sleepers, publishes all pids (its own first), then sleeps
+//!                                or exits 0
+//!   orphans N READY              makes N processes that exit only after their parent did (orphaned
+//!                                zombies for the reaper), publishes their pids, then sleeps
+//!   record OUT [GRANDOUT]        blocks every signal and appends each one it receives (its number)
+//!                                to OUT after a first line `ready PID`; exits 0 after SIGTERM; with
+//!                                GRANDOUT a forked grandchild in the same group does the same
+//!   exec [--block SIG]... [--ignore SIG]... -- CMD ARG...
+//!                                execs CMD with those signals blocked and ignored
+//!   check                        exits 0 (with --root: proves setresuid(0,0,0) worked)
+//!   storm READY                  a fork storm: SIGTERM ignored, every process forks as fast as it
+//!                                can, for ever; at EAGAIN it tries again. The caller bounds it
+//!                                (RLIMIT_NPROC under a uid of its own, a pids cgroup)
+//!   zombies N PAUSE_AT DIR       makes N orphaned zombies for the subreaper, 100 per short-lived
+//!                                parent, at most two batches in flight; once PAUSE_AT are reaped
+//!                                it publishes DIR/paused and waits for DIR/resume to exist; once
+//!                                all N are reaped it publishes DIR/done and sleeps
+//! ```
+//!
+//! `--root` first calls setresuid(0, 0, 0): on a setuid-root copy run by an unprivileged user this
+//! makes a process that user's vloer-run cannot signal (EPERM).
+//!
+//! "Publish" writes the pids one per line to a temporary file and renames it over the path, so a
+//! test that sees the file sees all of it. Every process this makes ends itself after LIFETIME at
+//! the latest (SIGALRM), so a test that fails half-way leaves nothing running for long.
+
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::process::exit;
+use std::time::{Duration, Instant};
+
+/// Longer than any test's own limit (60 s), short enough that leaks do not pile up.
+const LIFETIME_SECS: u32 = 120;
+
+/// How long `fork-loop` keeps forking; well past any stop a test lets it run into.
+const FORK_FOR: Duration = Duration::from_secs(20);
+const FORK_MAX: usize = 100_000;
+
+fn main() {
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    arm_lifetime();
+    if args.first().map(String::as_str) == Some("--root") {
+        args.remove(0);
+        become_root();
+    }
+    let Some(cmd) = args.first().cloned() else { die("no COMMAND; see the comment at the top of tests/helpers/child.rs") };
+    let rest = &args[1..];
+    match (cmd.as_str(), rest) {
+        ("sleep", [ready]) => {
+            publish(ready, &[getpid()]);
+            sleep_forever()
+        }
+        ("ignore-term", [ready]) => {
+            ignore(libc::SIGTERM);
+            publish(ready, &[getpid()]);
+            sleep_forever()
+        }
+        ("daemon", [pidfile]) => daemon(pidfile),
+        ("fork-loop", [ready, log, flags @ ..]) => {
+            let (mut hop, mut fast) = (false, false);
+            for f in flags {
+                match f.as_str() {
+                    "--hop" => hop = true,
+                    "--fast" => fast = true,
+                    _ => die(&format!("fork-loop: unknown flag '{f}'")),
+                }
+            }
+            fork_loop(ready, log, hop, fast)
+        }
+        ("many", [n, ready]) => many(parse_count(n), ready, false),
+        ("many", [n, ready, then]) if then == "--then-exit" => many(parse_count(n), ready, true),
+        ("orphans", [n, ready]) => orphans(parse_count(n), ready),
+        ("record", [out]) => record(out, None),
+        ("record", [out, grand]) => record(out, Some(grand)),
+        ("exec", _) => exec_with(rest),
+        ("check", []) => exit(0),
+        ("storm", [ready]) => storm(ready),
+        ("zombies", [n, pause_at, dir]) => zombies(parse_count(n), parse_count(pause_at), dir),
+        _ => die(&format!("bad arguments {args:?}; see the comment at the top of tests/helpers/child.rs")),
+    }
+}
+
+fn die(msg: &str) -> ! {
+    eprintln!("vloer-test-child: {msg}");
+    exit(2)
+}
+
+fn parse_count(n: &str) -> usize {
+    n.parse().unwrap_or_else(|_| die(&format!("'{n}' is not a count")))
+}
+
+fn getpid() -> i32 {
+    std::process::id() as i32
+}
+
+fn arm_lifetime() {
+    // SAFETY: alarm only sets a timer; SIGALRM is at its default (terminate) in these processes.
+    unsafe {
+        libc::alarm(LIFETIME_SECS);
+    }
+}
+
+fn become_root() {
+    // SAFETY: plain integer arguments; the result is checked.
+    if unsafe { libc::setresuid(0, 0, 0) } != 0 {
+        die(&format!("setresuid(0, 0, 0): {}", std::io::Error::last_os_error()));
+    }
+}
+
+fn ignore(sig: i32) {
+    // SAFETY: SIG_IGN installs no handler, so no code of ours runs asynchronously.
+    unsafe {
+        libc::signal(sig, libc::SIG_IGN);
+    }
+}
+
+/// fork(2); in the child, re-arms the lifetime alarm (alarms are not inherited).
+fn fork() -> i32 {
+    // SAFETY: this program is single-threaded, so the child may run any code after fork.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        die(&format!("fork: {}", std::io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        arm_lifetime();
+    }
+    pid
+}
+
+fn sleep_forever() -> ! {
+    loop {
+        // SAFETY: pause only waits for a signal.
+        unsafe {
+            libc::pause();
+        }
+    }
+}
+
+/// Leaves the process at once, without running Rust's exit machinery in a forked child.
+fn quick_exit(code: i32) -> ! {
+    // SAFETY: _exit ends the process; nothing is shared with the parent that needs flushing.
+    unsafe { libc::_exit(code) }
+}
+
+fn publish(path: &str, pids: &[i32]) {
+    let tmp = format!("{path}.tmp.{}", getpid());
+    let text: String = pids.iter().map(|p| format!("{p}\n")).collect();
+    if let Err(e) = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path)) {
+        die(&format!("publishing {path}: {e}"));
+    }
+}
+
+/// Appends one line in one write(2) to a file opened with O_APPEND, so concurrent writers never
+/// interleave within a line.
+fn append(path: &str, line: &str) {
+    let result = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = result {
+        die(&format!("appending to {path}: {e}"));
+    }
+}
+
+fn pipe() -> (OwnedFd, OwnedFd) {
+    let mut fds = [0; 2];
+    // SAFETY: `fds` has room for the two descriptors; the result is checked.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        die(&format!("pipe: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: both descriptors are fresh and owned by nothing else.
+    unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
+}
+
+fn daemon(pidfile: &str) -> ! {
+    let (r, w) = pipe();
+    let first = fork();
+    if first == 0 {
+        drop(r);
+        // SAFETY: setsid takes no arguments; this child is not a group leader, so it succeeds.
+        if unsafe { libc::setsid() } < 0 {
+            die(&format!("setsid: {}", std::io::Error::last_os_error()));
+        }
+        if fork() != 0 {
+            quick_exit(0);
+        }
+        publish(pidfile, &[getpid()]);
+        let _ = std::fs::File::from(w).write_all(b"x");
+        sleep_forever();
+    }
+    drop(w);
+    // The original leaves only once the daemon has published its pid, so the test knows it.
+    let mut byte = [0u8; 1];
+    let _ = std::fs::File::from(r).read(&mut byte);
+    reap(first);
+    exit(0)
+}
+
+fn reap(pid: i32) {
+    let mut status = 0;
+    // SAFETY: `status` is a valid out-pointer.
+    unsafe {
+        libc::waitpid(pid, &mut status, 0);
+    }
+}
+
+fn fork_loop(ready: &str, log: &str, hop: bool, fast: bool) -> ! {
+    ignore(libc::SIGTERM);
+    append(log, &format!("{}\n", getpid()));
+    publish(ready, &[getpid()]);
+    let until = Instant::now() + FORK_FOR;
+    let mut generations = 0;
+    while Instant::now() < until && generations < FORK_MAX {
+        if !fast {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        generations += 1;
+        if fork() == 0 {
+            append(log, &format!("{}\n", getpid()));
+            continue;
+        }
+        if hop {
+            quick_exit(0);
+        }
+        sleep_forever();
+    }
+    sleep_forever()
+}
+
+fn many(n: usize, ready: &str, then_exit: bool) -> ! {
+    let mut pids = vec![getpid()];
+    for _ in 0..n {
+        let pid = fork();
+        if pid == 0 {
+            sleep_forever();
+        }
+        pids.push(pid);
+    }
+    publish(ready, &pids);
+    if then_exit {
+        exit(0);
+    }
+    sleep_forever()
+}
+
+fn orphans(n: usize, ready: &str) -> ! {
+    let (report_r, report_w) = pipe();
+    let middle = fork();
+    if middle == 0 {
+        drop(report_r);
+        // The gate's write end lives only in this process: its exit is what lets them go.
+        let (gate_r, gate_w) = pipe();
+        let mut pids = String::new();
+        for _ in 0..n {
+            let pid = fork();
+            if pid == 0 {
+                drop(gate_w);
+                let mut byte = [0u8; 1];
+                // Blocks until every write end is closed, that is, until the parent has exited.
+                // SAFETY: a one-byte read into a valid buffer.
+                unsafe {
+                    libc::read(gate_r.as_raw_fd(), byte.as_mut_ptr().cast(), 1);
+                }
+                quick_exit(0);
+            }
+            pids.push_str(&format!("{pid}\n"));
+        }
+        let _ = std::fs::File::from(report_w).write_all(pids.as_bytes());
+        quick_exit(0);
+    }
+    drop(report_w);
+    let mut text = String::new();
+    let _ = std::fs::File::from(report_r).read_to_string(&mut text);
+    reap(middle);
+    let mut pids = vec![getpid()];
+    pids.extend(text.split_whitespace().filter_map(|t| t.parse::<i32>().ok()));
+    publish(ready, &pids);
+    sleep_forever()
+}
+
+fn record(out: &str, grand: Option<&String>) -> ! {
+    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+    // SAFETY: sigfillset initialises the set; removing members of an initialised set is sound.
+    let set = unsafe {
+        libc::sigfillset(set.as_mut_ptr());
+        let mut set = set.assume_init();
+        // SIGALRM stays deliverable so the lifetime limit still ends this process.
+        libc::sigdelset(&mut set, libc::SIGALRM);
+        set
+    };
+    // SAFETY: `set` is initialised; single-threaded, so the process mask is the thread's.
+    unsafe {
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    let path = match grand {
+        Some(g) if fork() == 0 => g.as_str(),
+        _ => out,
+    };
+    append(path, &format!("ready {}\n", getpid()));
+    loop {
+        // SAFETY: `set` is initialised and every signal in it is blocked.
+        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        if sig < 0 {
+            continue;
+        }
+        append(path, &format!("{sig}\n"));
+        if sig == libc::SIGTERM {
+            exit(0);
+        }
+    }
+}
+
+fn storm(ready: &str) -> ! {
+    ignore(libc::SIGTERM);
+    publish(ready, &[getpid()]);
+    loop {
+        // SAFETY: single-threaded; parent and child both go on with this same loop.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            arm_lifetime();
+        } else if pid < 0 {
+            // At the limit: try again at once, as a real fork bomb does.
+            // SAFETY: sched_yield takes no arguments.
+            unsafe {
+                libc::sched_yield();
+            }
+        }
+    }
+}
+
+fn zombies(n: usize, pause_at: usize, dir: &str) -> ! {
+    const BATCH: usize = 100;
+    let gone = |pids: &[i32]| {
+        for pid in pids {
+            // Zombies still have a /proc entry: this waits until the subreaper has reaped them.
+            while std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    };
+    let mut made = 0;
+    let mut in_flight: std::collections::VecDeque<Vec<i32>> = std::collections::VecDeque::new();
+    let mut paused = false;
+    loop {
+        if (made >= pause_at && !paused) || made >= n {
+            while let Some(batch) = in_flight.pop_front() {
+                gone(&batch);
+            }
+            if made >= n {
+                publish(&format!("{dir}/done"), &[made as i32]);
+                sleep_forever();
+            }
+            paused = true;
+            publish(&format!("{dir}/paused"), &[made as i32]);
+            while !std::path::Path::new(&format!("{dir}/resume")).exists() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        if in_flight.len() >= 2 {
+            gone(&in_flight.pop_front().unwrap_or_default());
+        }
+        let k = BATCH.min(n - made);
+        let (r, w) = pipe();
+        let parent = fork();
+        if parent == 0 {
+            drop(r);
+            let mut bytes = Vec::with_capacity(k * 4);
+            for _ in 0..k {
+                let pid = fork();
+                if pid == 0 {
+                    quick_exit(0);
+                }
+                bytes.extend_from_slice(&pid.to_ne_bytes());
+            }
+            let _ = std::fs::File::from(w).write_all(&bytes);
+            // Its children, zombies by now or soon, go to the subreaper.
+            quick_exit(0);
+        }
+        drop(w);
+        let mut bytes = Vec::new();
+        let _ = std::fs::File::from(r).read_to_end(&mut bytes);
+        reap(parent);
+        let pids: Vec<i32> = bytes.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
+        made += pids.len();
+        if pids.is_empty() {
+            die("zombies: a batch parent made no children");
+        }
+        in_flight.push_back(pids);
+    }
+}
+
+fn parse_sig(s: &str) -> i32 {
+    match s.trim_start_matches("SIG") {
+        "HUP" => libc::SIGHUP,
+        "INT" => libc::SIGINT,
+        "QUIT" => libc::SIGQUIT,
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "TERM" => libc::SIGTERM,
+        "WINCH" => libc::SIGWINCH,
+        n => n.parse().unwrap_or_else(|_| die(&format!("unknown signal '{s}'"))),
+    }
+}
+
+fn exec_with(args: &[String]) -> ! {
+    let mut block = Vec::new();
+    let mut ign = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        match args[i].as_str() {
+            "--block" if i + 1 < args.len() => block.push(parse_sig(&args[i + 1])),
+            "--ignore" if i + 1 < args.len() => ign.push(parse_sig(&args[i + 1])),
+            "--" => break,
+            other => die(&format!("exec: unexpected '{other}'")),
+        }
+        i += 2;
+    }
+    let argv: Vec<CString> = args.get(i + 1..).unwrap_or_default().iter().map(|a| CString::new(a.as_str()).expect("no NUL in arguments")).collect();
+    if argv.is_empty() {
+        die("exec: no command after --");
+    }
+    // SAFETY: the sets are initialised before use; signal() with SIG_IGN installs no handler.
+    unsafe {
+        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(set.as_mut_ptr());
+        let mut set = set.assume_init();
+        for s in &block {
+            libc::sigaddset(&mut set, *s);
+        }
+        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        for s in &ign {
+            libc::signal(*s, libc::SIG_IGN);
+        }
+        // The alarm survives exec; the command is not ours to time-limit.
+        libc::alarm(0);
+    }
+    let mut ptrs: Vec<*const libc::c_char> = argv.iter().map(|a| a.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    // SAFETY: `ptrs` is a NULL-terminated array of pointers into `argv`, which outlives the call.
+    unsafe {
+        libc::execvp(ptrs[0], ptrs.as_ptr());
+    }
+    die(&format!("exec {:?}: {}", args[i + 1], std::io::Error::last_os_error()))
+}

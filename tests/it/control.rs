@@ -307,19 +307,18 @@ fn a_peer_with_another_uid_is_refused() {
     // Open the path so that the uid check itself, not the file mode, is what refuses.
     std::fs::set_permissions(inst._dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&inst.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let mut run = Run::new(Vec::<String>::new());
-    run.cmd = std::process::Command::new("setpriv");
-    run.cmd.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", harness::bin(), "status", "--control", &inst.sock()]);
-    run.cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let out = run.finish();
+    let as_nobody = |client: &str| {
+        let mut run = Run::new(Vec::<String>::new());
+        run.cmd = std::process::Command::new("setpriv");
+        run.cmd.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", harness::bin(), client, "--control", &inst.sock()]);
+        run.cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        run.finish()
+    };
+    let out = as_nobody("status");
     assert_eq!(out.code(), Some(125), "{out}");
     assert!(out.stderr.contains("forbidden"), "{out}");
     assert!(out.stdout.is_empty(), "{out}");
-    let mut run = Run::new(Vec::<String>::new());
-    run.cmd = std::process::Command::new("setpriv");
-    run.cmd.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", harness::bin(), "stop", "--control", &inst.sock()]);
-    run.cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
-    let out = run.finish();
+    let out = as_nobody("stop");
     assert_eq!(out.code(), Some(125), "{out}");
     assert_eq!(inst.status()["state"], "running", "a refused stop changed nothing");
     let (_, run) = inst.stop();

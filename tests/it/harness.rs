@@ -4,6 +4,7 @@
 
 use std::collections::HashSet;
 use std::io::Read;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -79,9 +80,22 @@ impl Running {
     }
 
     /// Waits (bounded by LIMIT) and collects the output.
+    ///
+    /// The pipes are drained without blocking, while waiting and once more after the exit: a
+    /// process the run left behind on purpose (a daemon, a survivor) may hold them open for
+    /// much longer, and must not make the test wait for it.
     pub fn finish(mut self) -> Finished {
         let deadline = self.started + LIMIT;
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let mut stdout = self.child.stdout.take();
+        let mut stderr = self.child.stderr.take();
+        for fd in [stdout.as_ref().map(|p| p.as_fd()), stderr.as_ref().map(|p| p.as_fd())].into_iter().flatten() {
+            set_nonblocking(fd);
+        }
         let status = loop {
+            drain(&mut stdout, &mut out);
+            drain(&mut stderr, &mut err);
             if let Some(s) = self.child.try_wait().expect("try_wait") {
                 break s;
             }
@@ -89,21 +103,48 @@ impl Running {
                 self.guard.kill_all();
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                panic!("vloer-run did not finish within {LIMIT:?}");
+                panic!(
+                    "vloer-run did not finish within {LIMIT:?}\n--- stdout\n{}\n--- stderr\n{}",
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(&err)
+                );
             }
             // Poll the exit with a short sleep: std offers no pidfd wait on stable.
             std::thread::sleep(Duration::from_millis(5));
         };
         let elapsed = self.started.elapsed();
-        let mut stdout = String::new();
-        let mut stderr = String::new();
-        if let Some(mut o) = self.child.stdout.take() {
-            let _ = o.read_to_string(&mut stdout);
+        // Everything vloer-run wrote is in the pipes now that it has exited.
+        drain(&mut stdout, &mut out);
+        drain(&mut stderr, &mut err);
+        Finished { status, stdout: String::from_utf8_lossy(&out).into_owned(), stderr: String::from_utf8_lossy(&err).into_owned(), elapsed }
+    }
+
+    /// Sends `sig` to vloer-run (it is our unreaped child, so its pid cannot be recycled).
+    pub fn signal(&self, sig: i32) {
+        kill_pid(self.pid(), sig);
+    }
+}
+
+fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>) {
+    use nix::fcntl::{fcntl, FcntlArg, OFlag};
+    let flags = fcntl(fd, FcntlArg::F_GETFL).expect("F_GETFL");
+    fcntl(fd, FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK)).expect("F_SETFL");
+}
+
+/// Reads what a non-blocking pipe holds right now; drops it at end of file.
+fn drain<R: Read>(pipe: &mut Option<R>, into: &mut Vec<u8>) {
+    let Some(p) = pipe else { return };
+    let mut buf = [0u8; 8192];
+    loop {
+        match p.read(&mut buf) {
+            Ok(0) => {
+                *pipe = None;
+                return;
+            }
+            Ok(n) => into.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
         }
-        if let Some(mut e) = self.child.stderr.take() {
-            let _ = e.read_to_string(&mut stderr);
-        }
-        Finished { status, stdout, stderr, elapsed }
     }
 }
 
@@ -247,4 +288,135 @@ pub fn path_str(p: &Path) -> String {
 
 pub fn tmp_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
+}
+
+impl Run {
+    /// vloer-run started through a wrapper (`setpriv ...`, `unshare ...`): the wrapper execs it
+    /// or runs it as its child, so the wrapper's pid is the root the guard walks from.
+    pub fn via<I, S>(wrapper: &[&str], args: I) -> Run
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
+        let mut run = Run::new(args);
+        let mut cmd = Command::new(wrapper[0]);
+        cmd.args(&wrapper[1..]).arg(bin()).args(run.cmd.get_args());
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        for (k, v) in run.cmd.get_envs() {
+            match v {
+                Some(v) => cmd.env(k, v),
+                None => cmd.env_remove(k),
+            };
+        }
+        run.cmd = cmd;
+        run
+    }
+
+    pub fn current_dir(mut self, dir: &Path) -> Run {
+        self.cmd.current_dir(dir);
+        self
+    }
+}
+
+impl Finished {
+    /// The verdict line from stdout (`--verdict -`).
+    pub fn stdout_verdict(&self) -> serde_json::Value {
+        parse_verdict(&self.stdout).unwrap_or_else(|| panic!("no verdict on stdout:\n{self}"))
+    }
+
+    /// Lines on stderr that are not the verdict.
+    pub fn messages(&self) -> Vec<&str> {
+        self.stderr.lines().filter(|l| parse_verdict(l).is_none()).collect()
+    }
+}
+
+/// Waits for a helper's published pid file and returns the pids in it (its own first).
+pub fn wait_for_pids(path: &Path) -> Vec<i32> {
+    wait_for_line(path).split_whitespace().map(|t| t.parse().unwrap_or_else(|_| panic!("pid file {} holds {t:?}", path.display()))).collect()
+}
+
+/// The pids in a log that helpers append to (one per line), whatever is there now.
+pub fn read_pids(path: &Path) -> Vec<i32> {
+    std::fs::read_to_string(path).unwrap_or_default().split_whitespace().filter_map(|t| t.parse().ok()).collect()
+}
+
+/// Waits until the file at `path` has a line equal to `line`.
+pub fn wait_for_text(path: &Path, line: &str) {
+    wait_until(&format!("the line {line:?} in {}", path.display()), || has_line(path, line));
+}
+
+pub fn has_line(path: &Path, line: &str) -> bool {
+    std::fs::read_to_string(path).unwrap_or_default().lines().any(|l| l == line)
+}
+
+/// Waits at most `limit` for `pid` to be gone (or a zombie); true when it is.
+pub fn wait_gone(pid: i32, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+/// One field of /proc/PID/status-style text, e.g. `SigIgn`.
+pub fn status_field<'a>(status: &'a str, field: &str) -> &'a str {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
+        .map(str::trim)
+        .unwrap_or_else(|| panic!("no {field} in:\n{status}"))
+}
+
+/// Processes that left vloer-run's tree on purpose (or outlived it) and that the test must end
+/// itself: held by pidfd, so a recycled pid is never hit, and SIGKILLed on drop, panics included.
+#[derive(Default)]
+pub struct Adopted {
+    procs: Vec<(i32, OwnedFd)>,
+}
+
+impl Adopted {
+    pub fn new() -> Adopted {
+        Adopted::default()
+    }
+
+    /// Takes `pid` in charge; a pid that is already gone is skipped.
+    pub fn add(&mut self, pid: i32) {
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
+        if fd >= 0 {
+            // SAFETY: a fresh descriptor that nothing else owns.
+            self.procs.push((pid, unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+        }
+    }
+
+    pub fn pids(&self) -> Vec<i32> {
+        self.procs.iter().map(|(p, _)| *p).collect()
+    }
+
+    /// SIGKILLs every adopted process and waits (bounded) until each is gone.
+    pub fn end_all(&mut self) {
+        for (_, fd) in &self.procs {
+            // SAFETY: `fd` is a live pidfd we own; info is NULL as the syscall allows.
+            unsafe {
+                libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0 as libc::c_uint);
+            }
+        }
+        for (pid, _) in std::mem::take(&mut self.procs) {
+            assert!(wait_gone(pid, LIMIT), "pid {pid} survived SIGKILL from the test");
+        }
+    }
+}
+
+impl Drop for Adopted {
+    fn drop(&mut self) {
+        for (_, fd) in &self.procs {
+            // SAFETY: as in end_all.
+            unsafe {
+                libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0 as libc::c_uint);
+            }
+        }
+    }
 }

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the static vloer-run the README documents and proves it: ldd finds no shared library,
+# its size is reported next to tini-static's, and it works as PID 1 in an otherwise empty root
+# (itself, a static helper and an empty /proc), stopping a tree that ignores SIGTERM.
+#
+#   scripts/static-check.sh           build (glibc, +crt-static, no extra toolchain), then check
+#   scripts/static-check.sh BINARY    check an existing binary
+#
+# The PID 1 part needs root or unprivileged user namespaces; without either it is skipped with
+# the reason (exit 0). Any failed check exits 1. .ci/run runs this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fail() { echo "static-check: FAIL: $*" >&2; exit 1; }
+say() { echo "static-check: $*"; }
+
+target=x86_64-unknown-linux-gnu
+if [ $# -ge 1 ]; then
+    bin=$1
+else
+    # --target keeps build scripts and proc macros dynamic; only the shipped binary is static.
+    RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target "$target"
+    bin=target/$target/release/vloer-run
+fi
+[ -x "$bin" ] || fail "$bin is not an executable"
+
+# 1. No shared libraries.
+ldd_out=$(ldd "$bin" 2>&1 || true)
+say "ldd $bin: $(echo "$ldd_out" | tr -s ' \t\n' ' ')"
+case "$ldd_out" in
+    *"=>"*) fail "ldd lists shared libraries" ;;
+    *"not a dynamic executable"* | *"statically linked"*) ;;
+    *) fail "ldd does not say the binary is static" ;;
+esac
+if command -v file >/dev/null 2>&1; then
+    say "file: $(file -b "$bin")"
+fi
+
+# 2. Size, next to tini-static (708,080 bytes in Debian's tini 0.19.0 when it is not installed).
+size=$(stat -c %s "$bin")
+tini_size=708080
+tini_from="Debian tini 0.19.0"
+if [ -f /usr/bin/tini-static ]; then
+    tini_size=$(stat -c %s /usr/bin/tini-static)
+    tini_from=/usr/bin/tini-static
+fi
+say "size: vloer-run $size bytes ($((size / 1024)) KiB); tini-static $tini_size bytes ($tini_from); ratio $(awk -v a="$size" -v b="$tini_size" 'BEGIN { printf "%.2f", a / b }')"
+if [ "$size" -gt $((2 * tini_size)) ]; then
+    say "WARNING: more than twice tini-static's size (the goal is at most 2x)"
+fi
+
+# 3. PID 1 in an otherwise empty root.
+unshare_user=()
+if [ "$(id -u)" != 0 ]; then
+    if ! unshare --user --map-root-user true 2>/dev/null; then
+        say "SKIPPED the PID 1 check: not root and no unprivileged user namespaces here"
+        exit 0
+    fi
+    unshare_user=(--user --map-root-user)
+fi
+for tool in rustc jq unshare timeout; do
+    command -v "$tool" >/dev/null 2>&1 || fail "$tool is needed for the PID 1 check"
+done
+root=$(mktemp -d "${TMPDIR:-/tmp}/vloer-static-root.XXXXXX")
+trap 'rm -rf "$root"' EXIT
+mkdir "$root/proc"
+cp "$bin" "$root/vloer-run"
+rustc -O -C target-feature=+crt-static -C panic=abort -C strip=symbols --edition 2021 \
+    scripts/static-helper.rs -o "$root/helper"
+ldd "$root/helper" 2>&1 | grep -Eq 'not a dynamic executable|statically linked' \
+    || fail "the helper is not static"
+say "empty root: $(cd "$root" && echo *)"
+
+in_root() {
+    timeout 60 unshare "${unshare_user[@]}" --pid --fork --mount --mount-proc --root "$root" "$@"
+}
+
+version=$(in_root /vloer-run --version) || fail "--version in the empty root"
+say "in the empty root: $version"
+
+set +e
+out=$(in_root /vloer-run --grace 300ms --kill-timeout 2s --verdict - -- /helper 2>"$root/stderr")
+status=$?
+set -e
+say "PID 1 run: exit $status; stdout:"
+echo "$out" | sed 's/^/    /'
+if [ -s "$root/stderr" ]; then
+    say "stderr:"
+    sed 's/^/    /' "$root/stderr"
+fi
+[ "$status" = 7 ] || fail "vloer-run as PID 1 exited $status, not the helper's 7"
+echo "$out" | grep -qx 'ppid=1' || fail "the helper's parent was not PID 1"
+verdict=$(echo "$out" | tail -n 1)
+# Both stubborn children ignored SIGTERM, so each needed a SIGKILL; as orphans, PID 1 reaped them.
+echo "$verdict" | jq -e '.stopped == true and .survivors == [] and .exit_code == 7
+    and .child.exit_code == 7 and .sent.SIGKILL == 2 and .reaped >= 2' >/dev/null \
+    || fail "the verdict does not show a confirmed stop of the whole tree"
+say "OK: static, $size bytes, PID 1 in an empty root stopped and confirmed a SIGTERM-proof tree"
