@@ -18,7 +18,7 @@ up to --grace, then SIGKILL until nothing is left or --kill-timeout passes. It t
 /proc that no live process of the run remains and writes one JSON verdict line. \
 \"stopped\":true is only written with that proof.
 
-A command named stop, status or exec is run as `vloer-run -- stop ...`. Every run option can also \
+A command named stop, status or exec is run as 'vloer-run -- stop ...'. Every run option can also \
 be set by the environment variable shown with it; a flag beats the variable.";
 
 const AFTER_HELP: &str = "\

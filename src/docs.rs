@@ -23,13 +23,13 @@ const CONTROL_PROTOCOL: &str = r#"
 # CONTROL PROTOCOL
 `--control PATH` makes a Unix stream socket at PATH, mode 0600, removed when vloer-run exits. A path held by a live instance is refused; a stale socket is replaced. Only peers with vloer-run's uid, or root, are served (SO_PEERCRED); anyone else gets an error reply, and vloer-run logs a line.
 
-Each connection carries one request: one line of JSON from the client, then JSON reply lines from vloer-run, and the connection is closed. `vloer-run stop`, `status` and `exec` speak it; so can `socat`.
+Each connection carries one request: one line of JSON from the client, at most 64 KiB, then JSON reply lines from vloer-run, and the connection is closed. A client that has not sent a whole line within 5 seconds gets the error `timeout`. The socket is served by the same event loop as the run, so no client can hold up the child or another client. `vloer-run stop`, `status` and `exec` speak it; so can `socat`.
 : `{"op":"stop","grace_ms":N}`
 Starts a stop (reason `control`; `grace_ms` is optional and replaces `--grace`), waits for it, and replies with the verdict line.
 : `{"op":"status"}`
 Replies with one line: vloer-run's pid, the child, every live process in the scope (pid, ppid, pgid, state, command line) and the running execs.
 : `{"op":"exec","argv":[...],...}`
-Also `cwd`, `env` (a list of [name, value] pairs) and `timeout_ms`, all optional; sent with the client's stdin, stdout and stderr as three file descriptors (SCM_RIGHTS). The instance starts argv as its own child in a new process group and replies `{"exec":{"pid":N}}`; when the command ends, `{"exit":{...}}` with `status`, `exit_code`, `signal`, `reason` and `stopped`. While it runs, the client may send `{"op":"cancel"}` or close the connection: either stops the exec. After a stop that was not confirmed, execs are refused with code `stop_unconfirmed`.
+Also `cwd`, `env` (a list of [name, value] pairs) and `timeout_ms`, all optional; sent with the client's stdin, stdout and stderr as three file descriptors (SCM_RIGHTS). The instance starts argv as its own child in a new process group and replies `{"exec":{"pid":N}}`; when the command ends, `{"exit":{...}}` with `status`, `exit_code`, `signal`, `reason` and `stopped`. While it runs, the client may send `{"op":"cancel"}` or close the connection: either stops the exec. The exec is also stopped when its `timeout_ms` passes (`status` 124), when the main child exits and when the run stops. Its stop is the same four steps over the exec's process, its process group and their descendants; every exec's environment carries `VLOER_EXEC_ID=PID:N`, so that a descendant which left the group and lost its parent (vloer-run then adopts it) is still known as the exec's. What exec stops send is counted in the run's verdict. After a stop that was not confirmed, execs are refused with code `stop_unconfirmed`.
 : errors
 `{"error":"text","code":"..."}`, then the connection is closed. Codes: `bad_request`, `too_large`, `timeout`, `forbidden`, `unknown_op`, `stopping`, `stop_unconfirmed`, `spawn_failed`.
 
@@ -48,7 +48,7 @@ COMMAND starts as vloer-run's child in a new process group (`--session`: a new s
 
 vloer-run reaps every zombie that reaches it: as PID 1 by nature, otherwise as a child subreaper (PR_SET_CHILD_SUBREAPER, always on). It sleeps in the kernel until something happens; an idle run wakes it zero times.
 
-Every signal it can catch (all but SIGCHLD, SIGKILL and SIGSTOP) is forwarded to the child's process group (`--forward-to child`: to the child alone), after `--rewrite`. SIGTSTP, SIGTTIN and SIGTTOU are forwarded and then, unless vloer-run is PID 1, vloer-run stops itself too, so Ctrl-Z and fg work in a shell.
+Every signal it can catch (all but SIGCHLD, SIGKILL and SIGSTOP) is forwarded to the child's process group (`--forward-to child`: to the child alone), after `--rewrite`. SIGTSTP, SIGTTIN and SIGTTOU are forwarded and then, unless vloer-run is PID 1, vloer-run stops itself too, so Ctrl-Z and fg work in a shell. As PID 1 with a terminal (`docker run -t`) there is no shell to resume the job, so a child stopped by Ctrl-Z is continued at once.
 
 The child starts with the signal mask and the ignored signals vloer-run started with; a signal ignored at start is not forwarded either. SIGCHLD is always at its default.
 

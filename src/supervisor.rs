@@ -582,6 +582,14 @@ impl Supervisor {
                         sys::stop_self(sig);
                     }
                 }
+                ChildState::Stopped(sig) if is_main && sig.is_job_control() && self.pid1 && self.tty => {
+                    // As PID 1 there is no shell to `fg` the job: a Ctrl-Z would hang the
+                    // terminal for good (dumb-init#184), so the child is continued at once.
+                    msg::verbose(format_args!("child stopped by {sig}; as PID 1 nobody could resume it, so continuing it"));
+                    if let Some(pgid) = crate::proctable::read(pid).ok().flatten().map(|p| p.pgid) {
+                        let _ = sys::killpg(pgid, Sig::CONT);
+                    }
+                }
                 ChildState::Stopped(_) | ChildState::Continued => {}
             }
         }
