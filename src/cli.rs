@@ -103,12 +103,12 @@ pub struct RunArgs {
 
     /// How long a stop waits after --stop-signal before SIGKILL; it moves on the moment the scope is
     /// empty. Keep it below docker stop's -t and terminationGracePeriodSeconds so the verdict is written.
-    #[arg(long, env = "VLOER_GRACE", value_name = "DURATION", default_value = "5s", value_parser = duration::parse, value_hint = clap::ValueHint::Other)]
+    #[arg(long, env = "VLOER_GRACE", value_name = "DURATION", default_value = "5s", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
     pub grace: Duration,
 
     /// How long SIGKILL rounds (each after a fresh scan) go on before the stop gives up and reports
     /// the survivors ("stopped":false, exit 125).
-    #[arg(long, env = "VLOER_KILL_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = duration::parse, value_hint = clap::ValueHint::Other)]
+    #[arg(long, env = "VLOER_KILL_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
     pub kill_timeout: Duration,
 
     /// Signals that, received by vloer-run, start a stop after being forwarded (repeatable, or
@@ -117,7 +117,7 @@ pub struct RunArgs {
     pub stop_on: Vec<Sig>,
 
     /// Stop the run this long after the child started (0: never); exit 124.
-    #[arg(long, env = "VLOER_TIMEOUT", value_name = "DURATION", value_parser = duration::parse, value_hint = clap::ValueHint::Other)]
+    #[arg(long, env = "VLOER_TIMEOUT", value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
     pub timeout: Option<Duration>,
 
     /// Which processes the stop covers and checks.
@@ -158,7 +158,7 @@ pub struct RunArgs {
     pub quiet: bool,
 
     /// The command to run, and its arguments.
-    #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1.., value_hint = clap::ValueHint::CommandWithArguments)]
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, required = true, num_args = 1.., value_hint = clap::ValueHint::CommandWithArguments)]
     pub command: Vec<OsString>,
 }
 
@@ -171,7 +171,7 @@ pub enum Client {
         #[arg(long, value_name = "PATH")]
         control: PathBuf,
         /// Use this grace period instead of the instance's own.
-        #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+        #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
         grace: Option<Duration>,
     },
     /// Print the run as JSON: vloer-run, the child, every live process, the running execs.
@@ -186,10 +186,10 @@ pub enum Client {
         #[arg(long, value_name = "PATH")]
         control: PathBuf,
         /// Stop the command after this long; exit 124.
-        #[arg(long, value_name = "DURATION", value_parser = duration::parse)]
+        #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
         timeout: Option<Duration>,
         /// The command to run, and its arguments.
-        #[arg(value_name = "COMMAND", trailing_var_arg = true, allow_hyphen_values = true, required = true, num_args = 1..)]
+        #[arg(value_name = "COMMAND", trailing_var_arg = true, value_hint = clap::ValueHint::CommandWithArguments, required = true, num_args = 1..)]
         command: Vec<OsString>,
     },
 }

@@ -10,8 +10,8 @@
 //!                                SIGTERM ignored; forks a new generation every millisecond (--fast:
 //!                                as fast as fork allows), each logging its pid to LOG; with --hop
 //!                                each parent exits after forking, so the live pid keeps changing
-//!   many N READY [--then-exit]   forks N sleepers, publishes all pids (its own first), then sleeps
-//!                                or exits 0
+//!   many N READY [--then-exit]   forks N sleepers, publishes all pids (its own first), then reaps
+//!                                them as they die, or exits 0
 //!   orphans N READY              makes N processes that exit only after their parent did (orphaned
 //!                                zombies for the reaper), publishes their pids, then sleeps
 //!   record OUT [GRANDOUT]        blocks every signal and appends each one it receives (its number)
@@ -21,8 +21,9 @@
 //!                                execs CMD with those signals blocked and ignored
 //!   check                        exits 0 (with --root: proves setresuid(0,0,0) worked)
 //!   storm READY                  a fork storm: SIGTERM ignored, every process forks as fast as it
-//!                                can, for ever; at EAGAIN it tries again. The caller bounds it
-//!                                (RLIMIT_NPROC under a uid of its own, a pids cgroup)
+//!                                can and reaps its dead children, for ever; at EAGAIN it tries
+//!                                again. The caller bounds it (RLIMIT_NPROC under a uid of its
+//!                                own, a pids cgroup)
 //!   zombies N PAUSE_AT DIR       makes N orphaned zombies for the subreaper, 100 per short-lived
 //!                                parent, at most two batches in flight; once PAUSE_AT are reaped
 //!                                it publishes DIR/paused and waits for DIR/resume to exist; once
@@ -250,7 +251,19 @@ fn many(n: usize, ready: &str, then_exit: bool) -> ! {
     if then_exit {
         exit(0);
     }
-    sleep_forever()
+    reap_forever()
+}
+
+/// Reaps its own children as they die, then sleeps: a test that ends the children before their
+/// parent leaves no zombies behind, even under an init that does not reap.
+fn reap_forever() -> ! {
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        if unsafe { libc::waitpid(-1, &mut status, 0) } < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+            sleep_forever();
+        }
+    }
 }
 
 fn orphans(n: usize, ready: &str) -> ! {
@@ -324,6 +337,10 @@ fn storm(ready: &str) -> ! {
     ignore(libc::SIGTERM);
     publish(ready, &[getpid()]);
     loop {
+        // Children that died are reaped at once, so their slots under the limit come free and
+        // are taken again by new children in the middle of a stop's kill round.
+        // SAFETY: a null status pointer is allowed; WNOHANG never blocks.
+        while unsafe { libc::waitpid(-1, std::ptr::null_mut(), libc::WNOHANG) } > 0 {}
         // SAFETY: single-threaded; parent and child both go on with this same loop.
         let pid = unsafe { libc::fork() };
         if pid == 0 {

@@ -182,7 +182,7 @@ impl TreeGuard {
     }
 }
 
-fn kill_pid(pid: i32, sig: i32) {
+pub fn kill_pid(pid: i32, sig: i32) {
     // Only pids learned from this test's own tree (or adopted by it) ever get here.
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::try_from(sig).ok());
 }
@@ -370,42 +370,87 @@ pub fn status_field<'a>(status: &'a str, field: &str) -> &'a str {
         .unwrap_or_else(|| panic!("no {field} in:\n{status}"))
 }
 
+/// Whether `pid` is alive and its command line mentions `marker` (the test's own temporary
+/// directory, which every helper it starts has in its arguments): a pid recycled by some other
+/// process is never taken for the test's own.
+pub fn alive_ours(pid: i32, marker: &Path) -> bool {
+    alive(pid) && cmdline_mentions(pid, marker)
+}
+
+fn cmdline_mentions(pid: i32, marker: &Path) -> bool {
+    let needle = marker.as_os_str().as_encoded_bytes();
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+}
+
 /// Processes that left vloer-run's tree on purpose (or outlived it) and that the test must end
 /// itself: held by pidfd, so a recycled pid is never hit, and SIGKILLed on drop, panics included.
+/// With a marker (`Adopted::ours`), only processes whose command line mentions it (the test's
+/// temporary directory) are taken, so a pid learned a while ago cannot catch a stranger.
 #[derive(Default)]
 pub struct Adopted {
+    marker: Option<PathBuf>,
     procs: Vec<(i32, OwnedFd)>,
 }
 
 impl Adopted {
+    /// Takes any live pid it is given: for pids known to be the test's own right now.
     pub fn new() -> Adopted {
         Adopted::default()
     }
 
-    /// Takes `pid` in charge; a pid that is already gone is skipped.
-    pub fn add(&mut self, pid: i32) {
+    /// Takes only live processes whose command line mentions `marker`.
+    pub fn ours(marker: &Path) -> Adopted {
+        Adopted { marker: Some(marker.to_path_buf()), procs: Vec::new() }
+    }
+
+    /// Takes `pid` in charge when it is alive (and ours); returns whether it was taken.
+    pub fn add(&mut self, pid: i32) -> bool {
         // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
         let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0 as libc::c_uint) };
-        if fd >= 0 {
-            // SAFETY: a fresh descriptor that nothing else owns.
-            self.procs.push((pid, unsafe { OwnedFd::from_raw_fd(fd as i32) }));
+        if fd < 0 {
+            return false;
         }
+        // SAFETY: a fresh descriptor that nothing else owns.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd as i32) };
+        // Checked after the pidfd pins the process: if the pid was recycled in between, the
+        // pidfd names a dead process and signalling it is harmless.
+        let taken = match &self.marker {
+            Some(m) => alive_ours(pid, m),
+            None => alive(pid),
+        };
+        if !taken {
+            return false;
+        }
+        self.procs.push((pid, fd));
+        true
     }
 
     pub fn pids(&self) -> Vec<i32> {
         self.procs.iter().map(|(p, _)| *p).collect()
     }
 
-    /// SIGKILLs every adopted process and waits (bounded) until each is gone.
+    /// SIGKILLs every adopted process, the last adopted first, and waits (bounded) until each is
+    /// gone. A process whose parent is adopted too and still alive is given a moment to be reaped
+    /// by it (the helpers reap their children), so that ending children before their parent
+    /// leaves no zombies behind under an init that does not reap.
     pub fn end_all(&mut self) {
-        for (_, fd) in &self.procs {
+        let procs = std::mem::take(&mut self.procs);
+        let ours: HashSet<i32> = procs.iter().map(|(p, _)| *p).collect();
+        for (pid, fd) in procs.iter().rev() {
             // SAFETY: `fd` is a live pidfd we own; info is NULL as the syscall allows.
             unsafe {
                 libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0 as libc::c_uint);
             }
-        }
-        for (pid, _) in std::mem::take(&mut self.procs) {
-            assert!(wait_gone(pid, LIMIT), "pid {pid} survived SIGKILL from the test");
+            assert!(wait_gone(*pid, LIMIT), "pid {pid} survived SIGKILL from the test");
+            let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1).and_then(|t| t.parse::<i32>().ok())));
+            if let Some(ppid) = ppid.filter(|p| ours.contains(p) && alive(*p)) {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while Path::new(&format!("/proc/{pid}")).exists() && alive(ppid) && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
         }
     }
 }
@@ -419,4 +464,29 @@ impl Drop for Adopted {
             }
         }
     }
+}
+
+/// SIGKILLs the process group `pgid` that the test's own run created (a process that keeps
+/// forking cannot be chased pid by pid; its group holds all of it at once). Only for groups whose
+/// leader the test knows, while the group still has members.
+pub fn end_group(pgid: i32) {
+    assert!(pgid > 1, "refusing to signal group {pgid}");
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+}
+
+/// The live children of `pid` with their states, from /proc (zombies included, state `Z`).
+pub fn children_states(pid: i32) -> Vec<(i32, char)> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        if let Ok(s) = std::fs::read_to_string(task.path().join("children")) {
+            for c in s.split_whitespace().filter_map(|t| t.parse::<i32>().ok()) {
+                let state = std::fs::read_to_string(format!("/proc/{c}/stat"))
+                    .ok()
+                    .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()))
+                    .unwrap_or('?');
+                out.push((c, state));
+            }
+        }
+    }
+    out
 }

@@ -1,0 +1,98 @@
+//! The exit-status table: the child's code, 128+N, 124, 126, 127, --preserve-status and
+//! --success-exit. (125 is covered where it arises: bad_input.rs and unconfirmed.rs.)
+
+use crate::harness::{self, Run};
+use std::os::unix::fs::PermissionsExt;
+
+#[test]
+fn the_childs_exit_code_is_passed_through() {
+    for code in [0, 3, 255] {
+        let f = Run::new(["--", "sh", "-c", &format!("exit {code}")]).finish();
+        assert_eq!(f.code(), Some(code), "{f}");
+        let v = f.verdict();
+        assert_eq!(v["stopped"], true, "{f}");
+        assert_eq!(v["exit_code"], code, "{f}");
+        assert_eq!(v["child"]["exit_code"], code, "{f}");
+        assert!(v["child"]["signal"].is_null(), "{f}");
+        assert_eq!(v["reason"], "child_exited", "{f}");
+    }
+}
+
+#[test]
+fn a_child_killed_by_signal_n_gives_128_plus_n() {
+    for (sig, name) in [(libc::SIGKILL, "SIGKILL"), (libc::SIGUSR1, "SIGUSR1")] {
+        let f = Run::new(["--", "sh", "-c", &format!("kill -{sig} $$")]).finish();
+        assert_eq!(f.code(), Some(128 + sig), "{f}");
+        let v = f.verdict();
+        assert_eq!(v["stopped"], true, "{f}");
+        assert_eq!(v["exit_code"], 128 + sig, "{f}");
+        assert_eq!(v["child"]["signal"], name, "{f}");
+        assert!(v["child"]["exit_code"].is_null(), "{f}");
+    }
+}
+
+#[test]
+fn a_timeout_gives_124() {
+    let f = Run::new(["--timeout", "300ms", "--", "sleep", "1000"]).finish();
+    assert_eq!(f.code(), Some(124), "{f}");
+    let v = f.verdict();
+    assert_eq!(v["reason"], "timeout", "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+    assert_eq!(v["exit_code"], 124, "{f}");
+    assert_eq!(v["child"]["signal"], "SIGTERM", "{f}");
+    assert!(f.elapsed >= std::time::Duration::from_millis(300), "ended before the timeout: {f}");
+}
+
+#[test]
+fn preserve_status_gives_the_childs_status_after_a_timeout() {
+    // Killed by the stop's SIGTERM: 128 + 15.
+    let f = Run::new(["--timeout", "300ms", "--preserve-status", "--", "sleep", "1000"]).finish();
+    assert_eq!(f.code(), Some(143), "{f}");
+    assert_eq!(f.verdict()["reason"], "timeout", "{f}");
+    // A child that handles SIGTERM and exits with its own code.
+    let f = Run::new(["--timeout", "300ms", "--preserve-status", "--", "sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.05; done"]).finish();
+    assert_eq!(f.code(), Some(7), "{f}");
+    assert_eq!(f.verdict()["child"]["exit_code"], 7, "{f}");
+}
+
+#[test]
+fn success_exit_maps_listed_codes_to_zero() {
+    let f = Run::new(["--success-exit", "3", "--", "sh", "-c", "exit 3"]).finish();
+    assert_eq!(f.code(), Some(0), "{f}");
+    let v = f.verdict();
+    assert_eq!(v["exit_code"], 0, "{f}");
+    assert_eq!(v["child"]["exit_code"], 3, "the verdict keeps the child's real code: {f}");
+    // Repeatable; codes not listed pass through.
+    let f = Run::new(["--success-exit", "3", "--success-exit", "143", "--", "sh", "-c", "exit 143"]).finish();
+    assert_eq!(f.code(), Some(0), "{f}");
+    let f = Run::new(["--success-exit", "3", "--", "sh", "-c", "exit 4"]).finish();
+    assert_eq!(f.code(), Some(4), "{f}");
+}
+
+#[test]
+fn a_command_that_cannot_be_executed_gives_126() {
+    let dir = harness::tempdir();
+    let script = harness::tmp_path(&dir, "not-executable");
+    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    for target in [harness::path_str(&script), harness::path_str(dir.path())] {
+        let f = Run::new(["--", &target]).finish();
+        assert_eq!(f.code(), Some(126), "{target}: {f}");
+        let v = f.verdict();
+        assert_eq!(v["exit_code"], 126, "{f}");
+        assert!(v["child"]["pid"].is_null(), "{f}");
+        assert!(f.messages().iter().any(|l| l.starts_with("vloer-run: ")), "no message naming the failure: {f}");
+    }
+}
+
+#[test]
+fn a_command_that_is_not_found_gives_127() {
+    for target in ["vloer-run-test-no-such-command", "/nonexistent-dir/cmd"] {
+        let f = Run::new(["--", target]).finish();
+        assert_eq!(f.code(), Some(127), "{target}: {f}");
+        let v = f.verdict();
+        assert_eq!(v["exit_code"], 127, "{f}");
+        assert_eq!(v["stopped"], true, "{f}");
+        assert!(f.messages().iter().any(|l| l.starts_with("vloer-run: ") && l.contains(target)), "{f}");
+    }
+}

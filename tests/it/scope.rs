@@ -1,0 +1,113 @@
+//! What the stop covers: descendants left behind by the main child, a double-forked setsid()
+//! daemon (`--scope tree` stops it, `--scope group` leaves it), and processes that keep forking
+//! while the stop runs.
+
+use crate::harness::{self, Adopted, Run};
+
+#[test]
+fn descendants_left_when_the_child_exits_are_stopped() {
+    let dir = harness::tempdir();
+    let ready = harness::tmp_path(&dir, "ready");
+    let f = Run::new(["--", harness::helper(), "many", "5", &harness::path_str(&ready), "--then-exit"]).finish();
+    let pids = harness::wait_for_pids(&ready);
+    let mut adopted = Adopted::ours(dir.path());
+    for &pid in &pids[1..] {
+        adopted.add(pid);
+    }
+    let v = f.verdict();
+    assert_eq!(v["reason"], "child_exited", "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+    assert_eq!(v["sent"]["SIGTERM"], 5, "{f}");
+    assert_eq!(v["reaped"], 5, "{f}");
+    assert_eq!(f.code(), Some(0), "{f}");
+    assert_eq!(adopted.pids(), Vec::<i32>::new(), "left alive: {f}");
+}
+
+#[test]
+fn a_daemon_is_stopped_under_scope_tree() {
+    let dir = harness::tempdir();
+    let pidfile = harness::tmp_path(&dir, "daemon.pid");
+    let f = Run::new(["--", harness::helper(), "daemon", &harness::path_str(&pidfile)]).finish();
+    let daemon = harness::wait_for_pids(&pidfile)[0];
+    let mut adopted = Adopted::ours(dir.path());
+    adopted.add(daemon);
+    let v = f.verdict();
+    assert_eq!(v["scope"], "tree", "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+    assert_eq!(v["sent"]["SIGTERM"], 1, "{f}");
+    assert!(!harness::alive_ours(daemon, dir.path()), "the daemon {daemon} outlived the stop: {f}");
+}
+
+#[test]
+fn a_daemon_is_left_alone_under_scope_group() {
+    let dir = harness::tempdir();
+    let pidfile = harness::tmp_path(&dir, "daemon.pid");
+    let f = Run::new(["--scope", "group", "--", harness::helper(), "daemon", &harness::path_str(&pidfile)]).finish();
+    let daemon = harness::wait_for_pids(&pidfile)[0];
+    let mut adopted = Adopted::ours(dir.path());
+    adopted.add(daemon);
+    let v = f.verdict();
+    assert_eq!(v["scope"], "group", "{f}");
+    // The group is empty: that is all --scope group checks.
+    assert_eq!(v["stopped"], true, "{f}");
+    assert_eq!(v["sent"], serde_json::json!({}), "{f}");
+    assert!(harness::alive_ours(daemon, dir.path()), "--scope group stopped the daemon {daemon}, which left the group: {f}");
+    adopted.end_all();
+}
+
+/// Runs a fork-loop helper and checks that every process it ever made is gone afterwards.
+fn forking_during_the_stop(extra: &[&str], flags: &[&str]) -> (harness::Finished, Vec<i32>) {
+    let dir = harness::tempdir();
+    let ready = harness::tmp_path(&dir, "ready");
+    let log = harness::tmp_path(&dir, "log");
+    let mut args: Vec<String> = ["--grace", "300ms", "--kill-timeout", "20s"].iter().map(|s| s.to_string()).collect();
+    args.extend(extra.iter().map(|s| s.to_string()));
+    args.extend(["--", harness::helper(), "fork-loop", &harness::path_str(&ready), &harness::path_str(&log)].map(String::from));
+    args.extend(flags.iter().map(|s| s.to_string()));
+    let f = Run::new(&args).finish();
+    let pgid = harness::wait_for_pids(&ready)[0];
+    let pids = harness::read_pids(&log);
+    let left: Vec<i32> = pids.iter().copied().filter(|&p| harness::alive_ours(p, dir.path())).collect();
+    if !left.is_empty() {
+        // Every generation stays in the helper's group: end them all at once, then fail.
+        harness::end_group(pgid);
+    }
+    assert!(left.is_empty(), "{} of {} processes outlived the stop: {f}", left.len(), pids.len());
+    (f, pids)
+}
+
+#[test]
+fn a_process_that_keeps_forking_is_still_stopped() {
+    let (f, pids) = forking_during_the_stop(&["--timeout", "300ms"], &[]);
+    let v = f.verdict();
+    assert_eq!(v["reason"], "timeout", "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+    assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
+    assert!(pids.len() > 1, "the helper never forked: {f}");
+}
+
+#[test]
+fn a_process_that_keeps_changing_its_pid_is_still_stopped() {
+    // Each generation forks as fast as it can and exits: whatever pid a scan finds may be gone
+    // by the time it is signalled, its child alive.
+    let (f, pids) = forking_during_the_stop(&[], &["--hop", "--fast"]);
+    let v = f.verdict();
+    assert_eq!(v["reason"], "child_exited", "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+    // Later generations were found by rescans during the grace, then killed.
+    assert!(v["sent"]["SIGTERM"].as_u64().unwrap_or(0) >= 2, "{f}");
+    assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
+    assert!(pids.len() > 2, "{f}");
+}
+
+#[test]
+fn a_process_that_keeps_changing_its_pid_is_still_stopped_under_scope_group() {
+    // The group scope reads all of /proc, a slower scan: more of the scanned generations are
+    // gone by the time they are signalled, and only a rescan finds their children.
+    let (f, pids) = forking_during_the_stop(&["--scope", "group"], &["--hop", "--fast"]);
+    let v = f.verdict();
+    assert_eq!(v["scope"], "group", "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+    assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
+    assert!(pids.len() > 2, "{f}");
+}
