@@ -25,8 +25,26 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-/// A request line may be at most this long.
+/// A request line may be at most this long...
 pub const MAX_REQUEST: usize = 64 * 1024;
+/// ...except an exec request: it carries the client's argv and environment, which the kernel lets
+/// reach ARG_MAX together (2 MiB with the usual 8 MiB stack limit, 6 MiB at most), and JSON adds
+/// little to text.
+pub const MAX_EXEC_REQUEST: usize = 8 * 1024 * 1024;
+
+/// The limit for a request that begins with `prefix`: our own client always sends `op` first,
+/// so an exec is known long before its line ends.
+fn limit_for(prefix: &[u8]) -> usize {
+    let head: Vec<u8> = prefix.iter().take(64).copied().filter(|b| !b.is_ascii_whitespace()).collect();
+    if head.starts_with(br#"{"op":"exec""#) {
+        MAX_EXEC_REQUEST
+    } else {
+        MAX_REQUEST
+    }
+}
+
+/// A request comes with at most this many descriptors (an exec's stdin, stdout and stderr).
+const MAX_FDS: usize = 3;
 /// A client that has not sent a whole request by then is dropped.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// At most this many clients at once; more wait in the listen backlog.
@@ -297,7 +315,13 @@ impl Server {
                     break;
                 }
             };
-            conn.fds.extend(fds);
+            // Keep the descriptors of a request still being read, up to three; close any others
+            // at once, so that no client can make vloer-run hoard them (it would run out of
+            // descriptors, and then could not read /proc to prove a stop).
+            if conn.phase == Phase::Reading {
+                let room = MAX_FDS.saturating_sub(conn.fds.len());
+                conn.fds.extend(fds.into_iter().take(room));
+            }
             if n == 0 {
                 eof = true;
                 break;
@@ -305,7 +329,7 @@ impl Server {
             if conn.phase == Phase::Reading || conn.phase == Phase::Attached {
                 conn.inbuf.extend_from_slice(&buf[..n]);
             }
-            if conn.inbuf.len() > MAX_REQUEST {
+            if conn.inbuf.len() > limit_for(&conn.inbuf) {
                 break;
             }
         }
@@ -313,8 +337,9 @@ impl Server {
             Phase::Reading => {
                 if let Some(pos) = conn.inbuf.iter().position(|b| *b == b'\n') {
                     let line: Vec<u8> = conn.inbuf.drain(..=pos).collect();
-                    if line.len() > MAX_REQUEST + 1 {
-                        self.fail(id, "too_large", &format!("request longer than {MAX_REQUEST} bytes"));
+                    let limit = limit_for(&line);
+                    if line.len() > limit + 1 {
+                        self.fail(id, "too_large", &format!("request longer than {limit} bytes"));
                     } else {
                         match self.parse(id, &line) {
                             Ok(req) => {
@@ -326,8 +351,9 @@ impl Server {
                             Err((code, text)) => self.fail(id, code, &text),
                         }
                     }
-                } else if conn.inbuf.len() > MAX_REQUEST {
-                    self.fail(id, "too_large", &format!("request longer than {MAX_REQUEST} bytes"));
+                } else if conn.inbuf.len() > limit_for(&conn.inbuf) {
+                    let limit = limit_for(&conn.inbuf);
+                    self.fail(id, "too_large", &format!("request longer than {limit} bytes"));
                 } else if eof {
                     self.conns.remove(&id);
                 }

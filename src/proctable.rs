@@ -42,7 +42,8 @@ impl Proc {
 pub enum Scope {
     /// Every descendant of vloer-run.
     Tree,
-    /// The members of one process group, wherever they are, and its leader (the main child).
+    /// The members of one process group, wherever they are in the tree, and its leader (the main
+    /// child).
     Group(Pid),
     /// An exec started through the control socket: its process, its group, their descendants,
     /// and orphans adopted by vloer-run whose environment carries the exec's marker.
@@ -228,7 +229,7 @@ fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<(), ProcErr
     Ok(())
 }
 
-/// Every process in /proc (the fallback when children files are missing, and for group scope).
+/// Every process in /proc (the fallback when children files are missing).
 fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
     let dir = std::fs::read_dir("/proc").map_err(|e| ProcError(format!("reading /proc: {e}")))?;
     let mut out = Vec::new();
@@ -254,7 +255,10 @@ pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> 
     check_procfs()?;
     let me = me();
     match scope {
-        Scope::Group(pgid) => Ok(all(me)?.into_iter().filter(|p| p.pgid == pgid || p.pid == pgid).collect()),
+        // Only inside the tree: every member of the child's group descends from vloer-run (its
+        // reaper), while a process elsewhere with that group id took the number after the group
+        // emptied and the child was reaped, and must never be signalled.
+        Scope::Group(pgid) => Ok(tree(me)?.into_iter().filter(|p| p.pgid == pgid || p.pid == pgid).collect()),
         Scope::Tree => tree(me),
         Scope::Exec { root, id } => {
             let procs = tree(me)?;
@@ -321,6 +325,10 @@ fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
 /// were read, but before its own were, handed them to us (the reaper). Queues those not seen yet;
 /// `false` when there are none, so the walk is complete.
 fn reparented_since(me: Pid, seen: &HashSet<Pid>, queue: &mut Vec<Pid>) -> Result<bool, ProcError> {
+    if seen.is_empty() {
+        // We had no children: nothing of the scope was alive to hand us any.
+        return Ok(false);
+    }
     let mut now = Vec::new();
     children_of(me, 1, &mut now)?;
     queue.extend(now.into_iter().filter(|p| !seen.contains(p)));
@@ -404,9 +412,13 @@ mod stat_tests {
 
     #[test]
     fn parse_stat_agrees_with_procfs() {
-        let odd = b"4242 (a) (b \xff) Z 1 2 3 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 7 0 98765 0 0\n";
-        assert_eq!(parse_stat(odd).unwrap(), via_procfs(odd));
-        assert_eq!(parse_stat(odd).unwrap().comm, "a) (b \u{fffd}");
+        // A real line with a comm that has parentheses, spaces and invalid UTF-8 in it.
+        let real = read_stat_file("/proc/self/stat").unwrap();
+        let close = real.iter().rposition(|b| *b == b')').unwrap();
+        let mut odd = b"4242 (a) (b \xff)".to_vec();
+        odd.extend_from_slice(&real[close + 1..]);
+        assert_eq!(parse_stat(&odd).unwrap(), via_procfs(&odd));
+        assert_eq!(parse_stat(&odd).unwrap().comm, "a) (b \u{fffd}");
         let mut seen = 0;
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };

@@ -42,3 +42,20 @@ pub fn spawn(argv: &[OsString], setup: ChildSetup, configure: impl FnOnce(&mut C
         Err(e) => Err(SpawnError::CannotExecute(e)),
     }
 }
+
+/// `spawn` for the main child, which needs no `configure`: started without a fork (see
+/// `sys::spawn_vfork`), with the same result and the same errors.
+pub fn spawn_main(argv: &[OsString], setup: ChildSetup) -> Result<Pid, SpawnError> {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(cstrings) = argv.iter().map(|a| std::ffi::CString::new(a.as_bytes())).collect::<Result<Vec<_>, _>>() else {
+        // What std's Command reports for the same argument.
+        return Err(SpawnError::CannotExecute(io::Error::new(io::ErrorKind::InvalidInput, "nul byte found in provided data")));
+    };
+    let mut ptrs: Vec<*const libc::c_char> = cstrings.iter().map(|c| c.as_ptr()).collect();
+    ptrs.push(std::ptr::null());
+    match sys::spawn_vfork(&ptrs, setup) {
+        Ok(pid) => Ok(pid),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Err(SpawnError::NotFound(e)),
+        Err(e) => Err(SpawnError::CannotExecute(e)),
+    }
+}

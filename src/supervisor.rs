@@ -167,7 +167,7 @@ impl Supervisor {
         let foreground = ctty && sys::tcgetpgrp(0) == Some(self.me_pgid);
         let setup = self.child_setup(foreground);
         self.started = Instant::now();
-        match spawn::spawn(&self.args.command, setup, |_| {}) {
+        match spawn::spawn_main(&self.args.command, setup) {
             Ok(pid) => {
                 msg::verbose(format_args!("started {:?} as pid {pid}", self.args.command[0]));
                 self.child.pid = Some(pid);
@@ -462,6 +462,13 @@ impl Supervisor {
 
     fn on_signal(&mut self, sig: Sig) {
         msg::verbose(format_args!("received {sig}"));
+        // The caller started us with it ignored (nohup, a background job's SIGINT): it asked
+        // for the signal to be ignored, so it is neither forwarded nor a reason to stop. Being
+        // blocked for the signalfd, it still reaches us, where a SIG_IGN alone would drop it.
+        if sys::ignored_at_start(sig) {
+            msg::verbose(format_args!("{sig} was ignored when vloer-run started; not forwarded"));
+            return;
+        }
         let out = self.translate(sig);
         let stopping = matches!(self.state, State::Stopping(_));
         if !stopping && self.args.stop_on.contains(&sig) {
@@ -508,7 +515,11 @@ impl Supervisor {
             return;
         }
         let result = match self.args.forward_to {
-            ForwardTo::Group => sys::killpg(pid, sig),
+            // The unreaped child (a zombie too) holds its pid, so no other process can have made
+            // a group with that number: killpg reaches the child's group and nothing else.
+            ForwardTo::Group if self.child.alive() => sys::killpg(pid, sig),
+            // Reaped, the number is free and may already name someone else's group.
+            ForwardTo::Group => return forward_to_orphaned_group(pid, sig),
             ForwardTo::Child if self.child.alive() => match &self.child.pidfd {
                 Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
                 None => sys::kill(pid, sig),
@@ -549,7 +560,11 @@ impl Supervisor {
                     msg::verbose(format_args!("child {pid} ended: {state:?}"));
                     self.child.status = Some(state);
                     self.child.pidfd = None;
-                    if matches!(self.state, State::Running) {
+                    // A reason means a stop already ran: `conclude` puts the state back to Running
+                    // and reaps once more, and a child whose exit is only collected then (its
+                    // pidfd told the stop before SIGCHLD was read) must not start a second stop
+                    // that renames the first one's reason (timeout or signal became child_exited).
+                    if matches!(self.state, State::Running) && self.reason.is_none() {
                         match self.args.when_child_exits {
                             WhenChildExits::Stop => self.begin_stop(Reason::ChildExited, None),
                             WhenChildExits::Wait => {
@@ -758,6 +773,43 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
+}
+
+/// Forwards `sig` to what is left of the reaped child's group inside the tree, one process at a
+/// time through a pidfd, after re-reading it: neither a recycled pid nor a recycled group id is
+/// ever hit.
+fn forward_to_orphaned_group(pgid: Pid, sig: Sig) {
+    let procs = match crate::proctable::scan(Scope::Tree, &Default::default()) {
+        Ok(procs) => procs,
+        Err(e) => {
+            msg::verbose(format_args!("could not forward {sig}: {e}"));
+            return;
+        }
+    };
+    let tree: std::collections::HashSet<Pid> = procs.iter().map(|p| p.pid).collect();
+    let mut sent = 0;
+    for p in procs.iter().filter(|p| p.pgid == pgid && p.is_live()) {
+        let fd = match sys::pidfd_open(p.pid) {
+            Ok(fd) => Some(fd),
+            // As the stop does on kernels without pidfds: kill(2) right after the re-read.
+            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => None,
+            Err(_) => continue,
+        };
+        let same = crate::proctable::read(p.pid).ok().flatten().is_some_and(|f| {
+            f.starttime == p.starttime && f.pgid == pgid && f.is_live() && crate::proctable::belongs(&f, Scope::Tree, &tree)
+        });
+        if !same {
+            continue;
+        }
+        let result = match &fd {
+            Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
+            None => sys::kill(p.pid, sig),
+        };
+        if result.is_ok() {
+            sent += 1;
+        }
+    }
+    msg::verbose(format_args!("forwarded {sig} to {sent} process(es) left in the child's group {pgid}"));
 }
 
 /// A pidfd on our parent, readable when it exits.

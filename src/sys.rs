@@ -242,6 +242,79 @@ fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
     Ok(())
 }
 
+/// Starts `argv` (a null-terminated array of C strings; `argv[0]` is searched in PATH, as
+/// execvp does) as our child, the way glibc's posix_spawn does: `clone(CLONE_VM | CLONE_VFORK)`,
+/// so the child runs in our memory, on its own stack, while we are suspended until it has
+/// exec'd or failed. A fork would copy our page tables and make every later write of ours fault
+/// (copy-on-write); on a 2-core VM the fork alone costs more than the rest of vloer-run's start.
+/// The child does what std's `Command` does before its `pre_exec` hooks (its own process group
+/// unless `setup.new_session`, an empty signal mask, SIGPIPE at default), then `child_pre_exec`,
+/// then execvp. An exec failure comes back as the child's errno, and the failed child is reaped
+/// here, as std does.
+pub fn spawn_vfork(argv: &[*const libc::c_char], setup: ChildSetup) -> io::Result<Pid> {
+    struct Shared {
+        argv: *const *const libc::c_char,
+        setup: ChildSetup,
+        errno: libc::c_int,
+    }
+    extern "C" fn child(arg: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: `arg` points to the parent's `Shared`, which outlives the child's use of it
+        // (the parent is suspended until the exec or the exit). Only async-signal-safe calls
+        // follow; nothing allocates, takes a lock, or returns into the parent's stack frames.
+        unsafe {
+            let shared = &mut *arg.cast::<Shared>();
+            let fail = |shared: &mut Shared, err: libc::c_int| -> ! {
+                shared.errno = if err == 0 { libc::EINVAL } else { err };
+                libc::_exit(127)
+            };
+            if !shared.setup.new_session && libc::setpgid(0, 0) != 0 {
+                fail(shared, *libc::__errno_location());
+            }
+            let empty = empty_set();
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+            if let Err(e) = child_pre_exec(&shared.setup) {
+                fail(shared, e.raw_os_error().unwrap_or(libc::EINVAL));
+            }
+            libc::execvp(*shared.argv, shared.argv);
+            fail(shared, *libc::__errno_location())
+        }
+    }
+    assert!(argv.last().is_some_and(|p| p.is_null()) && argv.len() >= 2, "argv must be non-empty and null-terminated");
+    // Room for execvp's own stack use (PATH candidates, the script fallback's argv copy).
+    let page = 4096;
+    let size = (argv.len() * std::mem::size_of::<usize>() + 256 * 1024).div_ceil(page) * page;
+    // SAFETY: a fresh private anonymous mapping; checked below.
+    let stack = unsafe {
+        libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK, -1, 0)
+    };
+    if stack == libc::MAP_FAILED {
+        return Err(io::Error::last_os_error());
+    }
+    let mut shared = Shared { argv: argv.as_ptr(), setup, errno: 0 };
+    // SAFETY: `child` runs on the top of the new mapping (stacks grow down on every Linux target
+    // vloer-run builds for); CLONE_VFORK keeps us from touching `shared` or the stack until the
+    // child no longer uses them.
+    let pid = unsafe {
+        libc::clone(child, stack.cast::<u8>().add(size).cast(), libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, std::ptr::addr_of_mut!(shared).cast())
+    };
+    let clone_err = io::Error::last_os_error();
+    // SAFETY: the child has exec'd or exited; nothing uses the mapping any more.
+    unsafe { libc::munmap(stack, size) };
+    if pid < 0 {
+        return Err(clone_err);
+    }
+    // SAFETY: written by the child before it exited, if at all; read once it cannot change.
+    let errno = unsafe { std::ptr::read_volatile(std::ptr::addr_of!(shared.errno)) };
+    if errno != 0 {
+        let mut status = 0;
+        // SAFETY: reaping our own failed child, as std does.
+        unsafe { libc::waitpid(pid, &mut status, 0) };
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    Ok(Pid::from_raw(pid))
+}
+
 // ---------------------------------------------------------------------------------------------
 // Reaping.
 
@@ -428,4 +501,28 @@ pub fn signalfd_for(sigs: &[Sig]) -> io::Result<OwnedFd> {
         }
     }
     block_into_signalfd(&set)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The entry point.
+
+/// The process entry point, in place of the one std generates (`#![no_main]` in main.rs). std's
+/// runtime set-up was a fifth of the instructions of a whole `vloer-run -- true` and a quarter of
+/// its syscalls before the child starts: it finds the main thread's stack guard by reading and
+/// sscanf-parsing /proc/self/maps, and puts SIGSEGV/SIGBUS handlers on an alternate signal stack,
+/// only to print a message on a stack overflow (which now ends vloer-run with a plain SIGSEGV).
+/// What vloer-run needs of that set-up is done here: SIGPIPE ignored, so a write to a closed
+/// pipe is an EPIPE error (the child still gets the disposition vloer-run started with, see
+/// `child_pre_exec`), and closed standard descriptors filled with /dev/null before anything can
+/// be opened in their place (std left them without close-on-exec; see `occupy_closed_std_fds`).
+/// Arguments and environment reach std as before, through glibc's .init_array call.
+#[cfg(not(test))]
+#[no_mangle]
+extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+    // SAFETY: setting SIG_IGN installs no handler; the start disposition was captured earlier.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    occupy_closed_std_fds();
+    libc::c_int::from(crate::vloer_main())
 }

@@ -9,3 +9,23 @@ mod tty;
 mod ship;
 // Faults (issue 7): broken output, recycled pids, fork storms, long runs, repeated and fatal signals.
 mod faults;
+// Issue 2, the exit-status table: the child's code, 128+N, 124, 126, 127, --preserve-status, --success-exit.
+mod exit_status;
+// Issue 2, what starts a stop: child_exited, signal, timeout, parent_died.
+mod reasons;
+// Issue 2, stop signal, event-driven grace, SIGKILL after it.
+mod escalation;
+// Issue 2, what the stop covers: descendants, setsid() daemons, processes forking during the stop.
+mod scope;
+// Issue 2, orphaned zombies reaped as subreaper and as PID 1 of a pid namespace.
+mod reaping;
+// Issue 2, no proof no true: unkillable survivors (300 of them in 4096 bytes), an unreadable /proc.
+mod unconfirmed;
+// Issue 2, signal mask and dispositions inherited, forwarding, --forward-to, --rewrite.
+mod signals;
+// Issue 2, VLOER_* variables, flags beating them, and bad input refused with one line and 125.
+mod config;
+// Issue 2, verdict sinks: file by rename, stdout, FIFO, /dev/fd/N, character device, off.
+mod sinks;
+// Huge inputs (issue 7): argv near ARG_MAX, 10,000 variables, odd COMMAND paths, control fuzzing.
+mod huge;
