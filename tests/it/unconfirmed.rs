@@ -138,3 +138,42 @@ fn an_unreadable_proc_gives_stopped_false_with_an_error() {
     // The child itself was fine: only the proof is missing.
     assert_eq!(v["child"]["exit_code"], 0, "{f}");
 }
+
+#[test]
+fn an_unconfirmed_exec_stop_refuses_new_execs() {
+    let Some((dir, copy)) = setuid_helper() else { return };
+    // The unprivileged instance needs a folder of its own for its socket.
+    let sockdir = dir.path().join("sock");
+    std::fs::create_dir(&sockdir).unwrap();
+    std::os::unix::fs::chown(&sockdir, Some(65534), Some(65534)).unwrap();
+    let sock = sockdir.join("ctl.sock");
+    let sock_s = harness::path_str(&sock);
+    let ready = dir.path().join("ready");
+    let instance = Run::via(&SETPRIV, ["--grace", "200ms", "--kill-timeout", "500ms", "--control", &sock_s, "--", "sleep", "1000"])
+        .current_dir(dir.path())
+        .start();
+    harness::wait_until("the control socket", || sock.exists());
+    let exec = Run::via(&SETPRIV, ["exec", "--control", &sock_s, "--timeout", "300ms", "--", &harness::path_str(&copy), "--root", "sleep", &harness::path_str(&ready)])
+        .current_dir(dir.path())
+        .start();
+    let pid = harness::wait_for_pids(&ready)[0];
+    let mut adopted = Adopted::ours(dir.path());
+    assert!(adopted.add(pid));
+    let exec = exec.finish();
+    assert_eq!(exec.code(), Some(125), "an exec whose stop was not confirmed: {exec}");
+    assert!(exec.stderr.contains("not confirmed"), "{exec}");
+    assert!(harness::alive_ours(pid, dir.path()), "the survivor is gone, so this proved nothing");
+
+    let refused = Run::via(&SETPRIV, ["exec", "--control", &sock_s, "--", "true"]).current_dir(dir.path()).finish();
+    assert_eq!(refused.code(), Some(125), "{refused}");
+    assert!(refused.stderr.contains("stop_unconfirmed"), "{refused}");
+
+    let stop = Run::via(&SETPRIV, ["stop", "--control", &sock_s]).current_dir(dir.path()).finish();
+    assert_eq!(stop.code(), Some(1), "the run's verdict is stopped:false: {stop}");
+    let f = instance.finish();
+    let v = f.verdict();
+    assert_eq!(v["stopped"], false, "{f}");
+    assert!(v["survivors"].as_array().unwrap().iter().any(|s| s["pid"] == pid), "the exec's survivor is listed: {f}");
+    assert_eq!(f.code(), Some(125), "{f}");
+    adopted.end_all();
+}
