@@ -242,25 +242,12 @@ impl Stop {
             if self.tracked.contains_key(&p.pid) {
                 continue;
             }
-            let sig = match self.phase {
-                Phase::Watch => None,
-                Phase::Grace => Some(match self.plan.first {
-                    Some((target, sig)) if target.covers(p) => sig,
-                    _ => self.plan.stop_signal,
-                }),
-                Phase::Kill => Some(Sig::KILL),
-                Phase::Done => return None,
-            };
-            match self.open_and_signal(p, &known, sig) {
-                Ok(Some(t)) => {
-                    self.tracked.insert(p.pid, t);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    self.errors.push(e);
-                    self.failed = true;
-                }
+            if self.phase == Phase::Done {
+                return None;
             }
+            let sig = self.signal_for(p);
+            let result = self.open_and_signal(p, &known, sig);
+            self.record(p.pid, result);
         }
         if self.tracked.is_empty() && self.phase != Phase::Done {
             if !members.iter().any(Proc::is_live) {
@@ -293,25 +280,37 @@ impl Stop {
             if self.tracked.contains_key(&p.pid) || !proctable::belongs(p, self.plan.scope, known) {
                 return;
             }
-            let sig = match self.phase {
-                Phase::Watch | Phase::Done => None,
-                Phase::Grace => Some(match self.plan.first {
-                    Some((target, sig)) if target.covers(p) => sig,
-                    _ => self.plan.stop_signal,
-                }),
-                Phase::Kill => Some(Sig::KILL),
-            };
-            match self.deliver(p, Some(fd), sig) {
-                Ok(Some(t)) => {
-                    self.tracked.insert(p.pid, t);
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    self.errors.push(e);
-                    self.failed = true;
-                }
-            }
+            let sig = self.signal_for(p);
+            let result = self.deliver(p, Some(fd), sig);
+            self.record(p.pid, result);
         })
+    }
+
+    /// What this phase sends to `p`: in the grace phase the forwarded signal to those that got it
+    /// already and `--stop-signal` to the rest, SIGKILL in the kill phase, nothing while watching.
+    fn signal_for(&self, p: &Proc) -> Option<Sig> {
+        match self.phase {
+            Phase::Watch | Phase::Done => None,
+            Phase::Grace => Some(match self.plan.first {
+                Some((target, sig)) if target.covers(p) => sig,
+                _ => self.plan.stop_signal,
+            }),
+            Phase::Kill => Some(Sig::KILL),
+        }
+    }
+
+    /// Tracks a signalled process, or remembers why it could not be signalled.
+    fn record(&mut self, pid: Pid, result: Result<Option<Tracked>, String>) {
+        match result {
+            Ok(Some(t)) => {
+                self.tracked.insert(pid, t);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.errors.push(e);
+                self.failed = true;
+            }
+        }
     }
 
     /// Opens a pidfd, re-reads the process to prove the pid still names a member, then signals
