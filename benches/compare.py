@@ -530,12 +530,12 @@ def main():
     R = {"load": open("/proc/loadavg").read().split()[0]}
 
     if "1" in only:
-        runs = 30 if quick else 200
+        runs = 30 if quick else 300
         log(f"1 start-up: {runs} interleaved runs of each")
         R["startup"] = w_startup(ws, vloer, runs)
         R["startup_runs"] = runs
     if "2" in only:
-        reps = 1 if quick else 5
+        reps = 1 if quick else 7
         log(f"2 zombie storm: 5000 orphans, {reps} runs as PID 1 of each")
         R["storm"] = w_storm(ws, helper, 5000, reps)
         R["storm_reps"] = reps
@@ -551,7 +551,7 @@ def main():
         R["latency"] = w_latency(ws, helper, rounds)
         R["latency_rounds"] = rounds
     if "6" in only:
-        reps = 3 if quick else 15
+        reps = 3 if quick else 21
         log(f"6 stopping a 200-process tree (and + a setsid daemon): {reps} interleaved runs each")
         R["stop"] = w_tree_stop(ws, helper, 200, reps)
         R["stop_reps"] = reps

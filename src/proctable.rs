@@ -193,6 +193,19 @@ fn has_env(pid: Pid, entry: &str) -> bool {
         .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
 }
 
+/// The one-time costs of a scan, paid while the child starts rather than after it ends (the stop
+/// of a short run is on its critical path): the first lookup of our own /proc entries (about
+/// 50 µs here: the kernel builds their inodes), the children-file probe, our pid, and the hash
+/// keys the scans' sets ask getrandom(2) for. Every scan still checks /proc itself.
+pub fn warm_up() {
+    // Probe (and cache) the kernel feature only through a proper /proc: in a container the child
+    // itself may mount it later, and the probe then waits for the first scan.
+    if check_procfs().is_ok() {
+        have_children_files(me());
+    }
+    let _ = std::collections::hash_map::RandomState::new();
+}
+
 /// Whether the kernel lists children in `/proc/PID/task/TID/children`.
 fn have_children_files(me: Pid) -> bool {
     // A kernel feature does not come and go during a run; ask once.

@@ -162,8 +162,9 @@ impl Supervisor {
     }
 
     fn start_child(&mut self) {
-        // tcgetpgrp fails (ENOTTY) for a terminal that is not our controlling terminal.
-        let ctty = !self.args.session && nix::unistd::isatty(std::io::stdin()).unwrap_or(false) && sys::tcgetpgrp(0).is_some();
+        // tcgetpgrp fails (ENOTTY) for anything but our controlling terminal, so it also answers
+        // isatty (whose `std::io::stdin()` would set up an 8 KiB buffer vloer-run never reads).
+        let ctty = !self.args.session && sys::tcgetpgrp(0).is_some();
         let foreground = ctty && sys::tcgetpgrp(0) == Some(self.me_pgid);
         let setup = self.child_setup(foreground);
         self.started = Instant::now();
@@ -173,6 +174,7 @@ impl Supervisor {
                 self.child.pid = Some(pid);
                 // The child stays our unreaped child until we wait for it, so its pid is stable.
                 self.child.pidfd = sys::pidfd_open(pid).ok();
+                crate::proctable::warm_up();
                 // Started in the background (`vloer-run … &`), the child gets the terminal when a
                 // shell's `fg` brings vloer-run to the front.
                 self.tty = ctty;
@@ -534,8 +536,11 @@ impl Supervisor {
 
     /// Reaps every child that has changed state; the main child's end may start the stop.
     fn reap(&mut self) {
+        // Stop reports are only acted on for the main child; one ask per batch is enough, since
+        // a report queued after it comes with its own SIGCHLD.
+        let mut job = self.child.pid.filter(|_| self.child.status.is_none());
         loop {
-            let (pid, state) = match sys::wait_any() {
+            let (pid, state) = match sys::wait_any(job.take()) {
                 Ok(Some(x)) => x,
                 Ok(None) => break,
                 Err(e) => {
