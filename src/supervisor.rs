@@ -103,7 +103,7 @@ pub struct Ended {
 impl Supervisor {
     /// Sets up signals, the reaper role and the parent watch; nothing is started yet.
     pub fn new(args: RunArgs) -> anyhow::Result<Supervisor> {
-        sys::occupy_closed_std_fds();
+        sys::raise_nofile_limit();
         let me = nix::unistd::getpid();
         let pid1 = me.as_raw() == 1;
         let signals = sys::signalfd_for_all().context("setting up signal handling (signalfd)")?;

@@ -76,6 +76,31 @@ pub fn ignored_at_start(sig: Sig) -> bool {
     rc == 0 && unsafe { old.assume_init() }.sa_sigaction == libc::SIG_IGN
 }
 
+/// The soft RLIMIT_NOFILE vloer-run was started with, when it raised its own (u64::MAX: not raised).
+static START_NOFILE_SOFT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+/// Raises vloer-run's own soft limit on open descriptors to the hard limit: a stop holds one pidfd
+/// per process, and the common soft limit of 1024 would turn a stop of a larger tree into EMFILE
+/// and an unconfirmed verdict. The child gets the limit vloer-run was started with.
+pub fn raise_nofile_limit() {
+    let mut lim = MaybeUninit::<libc::rlimit>::zeroed();
+    // SAFETY: getrlimit writes one rlimit into valid memory; a zeroed rlimit is valid too.
+    let lim = unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) != 0 {
+            return;
+        }
+        lim.assume_init()
+    };
+    if lim.rlim_cur >= lim.rlim_max {
+        return;
+    }
+    let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+    // SAFETY: setrlimit reads one valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+        START_NOFILE_SOFT.store(lim.rlim_cur as u64, Ordering::SeqCst);
+    }
+}
+
 /// Fills fds 0-2 that were closed at start with /dev/null, so that no descriptor vloer-run opens
 /// later (a socket, the signalfd) can be mistaken for stdout or stderr. The child gets them closed.
 pub fn occupy_closed_std_fds() {
@@ -210,7 +235,8 @@ pub fn install_child_setup(cmd: &mut std::process::Command, setup: ChildSetup) {
 /// Runs in the forked child before exec: only async-signal-safe calls, no allocation.
 fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
     // SAFETY: every call below is async-signal-safe (setsid, sigprocmask, tcsetpgrp, signal,
-    // close, prctl, getppid, getpid) and uses only stack data and the copied `setup`.
+    // close, getrlimit, setrlimit, prctl, getppid, getpid) and uses only stack data and the
+    // copied `setup`.
     unsafe {
         if setup.new_session && libc::setsid() < 0 {
             return Err(io::Error::last_os_error());
@@ -230,6 +256,14 @@ fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
         for (fd, closed) in START_FD_CLOSED.iter().enumerate() {
             if closed.load(Ordering::Relaxed) {
                 libc::close(fd as RawFd);
+            }
+        }
+        let soft = START_NOFILE_SOFT.load(Ordering::Relaxed);
+        if soft != u64::MAX {
+            let mut lim = MaybeUninit::<libc::rlimit>::zeroed();
+            if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0 {
+                let lim = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: lim.assume_init().rlim_max };
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
             }
         }
         if let Some(sig) = setup.parent_death_signal {

@@ -111,3 +111,21 @@ fn a_process_that_keeps_changing_its_pid_is_still_stopped_under_scope_group() {
     assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
     assert!(pids.len() > 2, "{f}");
 }
+
+#[test]
+fn a_tree_larger_than_the_descriptor_limit_is_still_stopped_and_confirmed() {
+    // One pidfd per tracked process: with the soft limit at 64, a 300-process stop only works
+    // because vloer-run raises its own limit; the child still gets the 64 it was started with.
+    let dir = harness::tempdir();
+    let ready = dir.path().join("ready");
+    let low = ["prlimit", "--nofile=64:", "--"];
+    let f = Run::via(&low, ["--", harness::helper(), "many", "300", &harness::path_str(&ready), "--then-exit"]).finish();
+    let v = f.verdict();
+    assert_eq!(v["stopped"], true, "{f}");
+    assert_eq!(v["sent"]["SIGTERM"], 300, "{f}");
+    for pid in harness::read_pids(&ready) {
+        assert!(!harness::alive(pid), "{pid} survived: {f}");
+    }
+    let f = Run::via(&low, ["--verdict", "off", "--", "sh", "-c", "ulimit -n"]).finish();
+    assert_eq!(f.stdout.trim(), "64", "the child's limit is the one vloer-run started with: {f}");
+}
