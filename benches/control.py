@@ -74,7 +74,7 @@ def main():
         print(f"| control socket ({N} / {M} interleaved runs) | median µs | ratio to its floor | target |")
         print("| --- | ---: | ---: | ---: |")
         for name, us, ratio in rows:
-            target = "≤ 2.00×" if name.startswith("`") else ""
+            target = "≤ 2.00×" if ratio is not None and name.startswith("`") else ""
             r = "" if ratio is None else f"{ratio:.2f}×"
             print(f"| {name} | {us:.0f} | {r} | {target} |")
     finally:
