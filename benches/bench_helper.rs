@@ -61,7 +61,10 @@ fn die(msg: &str) -> ! {
 }
 
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
     // SAFETY: clock_gettime writes one timespec; it is async-signal-safe.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
@@ -73,7 +76,8 @@ fn wait_lifeline() -> ! {
     loop {
         // SAFETY: reading into a stack buffer of the given size.
         let n = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-        if n == 0 || (n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)) {
+        if n == 0 || (n < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR))
+        {
             // SAFETY: _exit skips atexit handlers, as a forked copy must.
             unsafe { libc::_exit(0) }
         }
@@ -121,7 +125,11 @@ fn read_pids(fd: i32, n: usize) -> Vec<i32> {
         }
         pending.extend_from_slice(&buf[..got as usize]);
         let whole = pending.len() / 4 * 4;
-        out.extend(pending[..whole].chunks(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])));
+        out.extend(
+            pending[..whole]
+                .chunks(4)
+                .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])),
+        );
         pending.drain(..whole);
     }
     out
@@ -167,7 +175,11 @@ fn tree(n: usize, daemon: bool) -> ! {
     let n = n.max(1);
     let (r, w) = pipe();
     let rest = n - 1;
-    let roots = if rest == 0 { 0 } else { ((rest as f64).sqrt().ceil() as usize).min(rest) };
+    let roots = if rest == 0 {
+        0
+    } else {
+        ((rest as f64).sqrt().ceil() as usize).min(rest)
+    };
     let leaves = rest - roots;
     for i in 0..roots {
         let mine = leaves / roots + usize::from(i < leaves % roots);
@@ -228,12 +240,24 @@ fn tree(n: usize, daemon: bool) -> ! {
 
 /// The number of processes /proc lists (pid directories).
 fn count_proc() -> usize {
-    let Ok(dir) = std::fs::read_dir("/proc") else { return usize::MAX };
-    dir.flatten().filter(|e| e.file_name().as_encoded_bytes().first().is_some_and(u8::is_ascii_digit)).count()
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return usize::MAX;
+    };
+    dir.flatten()
+        .filter(|e| {
+            e.file_name()
+                .as_encoded_bytes()
+                .first()
+                .is_some_and(u8::is_ascii_digit)
+        })
+        .count()
 }
 
 fn raise_nofile(need: usize) -> bool {
-    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: get/setrlimit on a local struct.
     unsafe {
         libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
@@ -283,7 +307,11 @@ fn storm(n: usize) -> ! {
             // SAFETY: pidfd_open takes a pid and flags.
             let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, *p, 0) } as i32;
             if fd >= 0 {
-                fds.push(libc::pollfd { fd, events: libc::POLLIN, revents: 0 });
+                fds.push(libc::pollfd {
+                    fd,
+                    events: libc::POLLIN,
+                    revents: 0,
+                });
             }
         }
     }
@@ -319,7 +347,17 @@ fn storm(n: usize) -> ! {
         }
         std::thread::sleep(Duration::from_micros(500));
     };
-    println!("storm {} {} {} {}", t_end - t0, if have_pidfds { max_zombies.to_string() } else { "-".into() }, samples, before);
+    println!(
+        "storm {} {} {} {}",
+        t_end - t0,
+        if have_pidfds {
+            max_zombies.to_string()
+        } else {
+            "-".into()
+        },
+        samples,
+        before
+    );
     std::process::exit(0)
 }
 
@@ -344,7 +382,9 @@ fn idle(n: usize) -> ! {
     loop {
         // SAFETY: reading stdin into a stack buffer until EOF.
         let got = unsafe { libc::read(0, buf.as_mut_ptr().cast(), buf.len()) };
-        if got == 0 || (got < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)) {
+        if got == 0
+            || (got < 0 && std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR))
+        {
             break;
         }
     }

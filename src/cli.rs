@@ -9,7 +9,8 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const ABOUT: &str = "A mini-init that stops the whole process tree and proves it with a JSON verdict";
+const ABOUT: &str =
+    "A mini-init that stops the whole process tree and proves it with a JSON verdict";
 
 const LONG_ABOUT: &str = "\
 vloer-run runs COMMAND as its child in a new process group, reaps every zombie, forwards every \
@@ -205,9 +206,9 @@ fn parse_signal_or_zero(s: &str) -> Result<Sig, String> {
 /// The names shell completions offer for a SIG argument (numbers, SIG-prefixed, lower-case and
 /// RTMIN+N forms are accepted too, they are just not listed).
 pub const SIGNAL_NAMES: &[&str] = &[
-    "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2", "PIPE",
-    "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG", "XCPU", "XFSZ",
-    "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS", "RTMIN", "RTMAX",
+    "HUP", "INT", "QUIT", "ILL", "TRAP", "ABRT", "BUS", "FPE", "KILL", "USR1", "SEGV", "USR2",
+    "PIPE", "ALRM", "TERM", "STKFLT", "CHLD", "CONT", "STOP", "TSTP", "TTIN", "TTOU", "URG",
+    "XCPU", "XFSZ", "VTALRM", "PROF", "WINCH", "IO", "PWR", "SYS", "RTMIN", "RTMAX",
 ];
 
 /// Parses a SIG argument exactly as `Sig::parse` does, and tells clap's completion generators
@@ -221,13 +222,26 @@ struct SignalParser {
 impl clap::builder::TypedValueParser for SignalParser {
     type Value = Sig;
 
-    fn parse_ref(&self, cmd: &clap::Command, arg: Option<&clap::Arg>, value: &std::ffi::OsStr) -> Result<Sig, clap::Error> {
-        let parse: fn(&str) -> Result<Sig, String> = if self.allow_zero { parse_signal_or_zero } else { parse_signal };
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<Sig, clap::Error> {
+        let parse: fn(&str) -> Result<Sig, String> = if self.allow_zero {
+            parse_signal_or_zero
+        } else {
+            parse_signal
+        };
         clap::builder::TypedValueParser::parse_ref(&parse, cmd, arg, value)
     }
 
-    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
-        let zero = self.allow_zero.then(|| clap::builder::PossibleValue::new("0").help("no signal"));
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        let zero = self
+            .allow_zero
+            .then(|| clap::builder::PossibleValue::new("0").help("no signal"));
         let names = SIGNAL_NAMES.iter().map(|name| {
             let n = Sig::parse(name, false).map(Sig::raw).unwrap_or(0);
             clap::builder::PossibleValue::new(*name).help(format!("signal {n}"))
@@ -246,11 +260,17 @@ fn parse_socket_path(s: &str) -> Result<PathBuf, String> {
         return Err("empty path; expected a socket path in an existing folder".into());
     }
     if !parent.is_dir() {
-        return Err(format!("folder '{}' does not exist; expected a socket path in an existing folder", parent.display()));
+        return Err(format!(
+            "folder '{}' does not exist; expected a socket path in an existing folder",
+            parent.display()
+        ));
     }
     // sockaddr_un holds 108 bytes including the terminating NUL.
     if s.len() > 107 {
-        return Err(format!("'{s}' is {} bytes long; a Unix socket path holds at most 107", s.len()));
+        return Err(format!(
+            "'{s}' is {} bytes long; a Unix socket path holds at most 107",
+            s.len()
+        ));
     }
     Ok(path)
 }
@@ -302,9 +322,20 @@ mod tests {
         assert_eq!(c.run.command, ["stop"]);
         let c = Cli::try_parse_from(["vloer-run", "stop", "--control", "/tmp/x"]).unwrap();
         assert!(matches!(c.client, Some(Client::Stop { .. })));
-        let c = Cli::try_parse_from(["vloer-run", "exec", "--control", "/tmp/x", "--", "ls", "-l"]).unwrap();
-        assert!(matches!(c.client, Some(Client::Exec { ref command, .. }) if command == &["ls", "-l"]));
-        let c = Cli::try_parse_from(["vloer-run", "--rewrite", "TERM:QUIT", "--rewrite", "INT:0", "x"]).unwrap();
+        let c = Cli::try_parse_from(["vloer-run", "exec", "--control", "/tmp/x", "--", "ls", "-l"])
+            .unwrap();
+        assert!(
+            matches!(c.client, Some(Client::Exec { ref command, .. }) if command == &["ls", "-l"])
+        );
+        let c = Cli::try_parse_from([
+            "vloer-run",
+            "--rewrite",
+            "TERM:QUIT",
+            "--rewrite",
+            "INT:0",
+            "x",
+        ])
+        .unwrap();
         assert_eq!(c.run.rewrite.len(), 2);
     }
 }

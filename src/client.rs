@@ -18,7 +18,11 @@ pub fn main(client: Client) -> u8 {
     let result = match client {
         Client::Stop { control, grace } => stop(&control, grace),
         Client::Status { control } => status(&control),
-        Client::Exec { control, timeout, command } => exec(&control, timeout, command),
+        Client::Exec {
+            control,
+            timeout,
+            command,
+        } => exec(&control, timeout, command),
     };
     match result {
         Ok(code) => code,
@@ -30,7 +34,12 @@ pub fn main(client: Client) -> u8 {
 }
 
 fn connect(path: &Path) -> anyhow::Result<UnixStream> {
-    UnixStream::connect(path).map_err(|e| anyhow::anyhow!("cannot reach a vloer-run instance at {}: {e}", path.display()))
+    UnixStream::connect(path).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot reach a vloer-run instance at {}: {e}",
+            path.display()
+        )
+    })
 }
 
 fn request_line(req: &WireRequest) -> String {
@@ -51,7 +60,8 @@ fn read_line(reader: &mut impl BufRead) -> anyhow::Result<Option<(String, serde_
     if reader.read_line(&mut line)? == 0 {
         return Ok(None);
     }
-    let v = serde_json::from_str(line.trim()).map_err(|e| anyhow::anyhow!("malformed reply from the instance: {e}"))?;
+    let v = serde_json::from_str(line.trim())
+        .map_err(|e| anyhow::anyhow!("malformed reply from the instance: {e}"))?;
     Ok(Some((line.trim_end().to_string(), v)))
 }
 
@@ -61,28 +71,51 @@ fn reply_error(v: &serde_json::Value) -> Option<String> {
     if v.get("schema").is_some() {
         return None;
     }
-    v.get("error").map(|e| format!("the instance refused: {} ({})", e.as_str().unwrap_or("?"), v.get("code").and_then(|c| c.as_str()).unwrap_or("error")))
+    v.get("error").map(|e| {
+        format!(
+            "the instance refused: {} ({})",
+            e.as_str().unwrap_or("?"),
+            v.get("code").and_then(|c| c.as_str()).unwrap_or("error")
+        )
+    })
 }
 
 fn stop(path: &Path, grace: Option<Duration>) -> anyhow::Result<u8> {
     let mut stream = connect(path)?;
-    send_request(&mut stream, &WireRequest::Stop { grace_ms: grace.map(|g| g.as_millis() as u64) });
+    send_request(
+        &mut stream,
+        &WireRequest::Stop {
+            grace_ms: grace.map(|g| g.as_millis() as u64),
+        },
+    );
     let mut reader = BufReader::new(stream);
     let Some((line, v)) = read_line(&mut reader)? else {
-        anyhow::bail!("the instance at {} closed the connection without a verdict", path.display());
+        anyhow::bail!(
+            "the instance at {} closed the connection without a verdict",
+            path.display()
+        );
     };
     if let Some(e) = reply_error(&v) {
         anyhow::bail!(e);
     }
     println!("{line}");
-    Ok(if v.get("stopped") == Some(&serde_json::Value::Bool(true)) { 0 } else { 1 })
+    Ok(
+        if v.get("stopped") == Some(&serde_json::Value::Bool(true)) {
+            0
+        } else {
+            1
+        },
+    )
 }
 
 fn status(path: &Path) -> anyhow::Result<u8> {
     let mut stream = connect(path)?;
     send_request(&mut stream, &WireRequest::Status {});
     let Some((line, v)) = read_line(&mut BufReader::new(stream))? else {
-        anyhow::bail!("the instance at {} closed the connection without a reply", path.display());
+        anyhow::bail!(
+            "the instance at {} closed the connection without a reply",
+            path.display()
+        );
     };
     if let Some(e) = reply_error(&v) {
         anyhow::bail!(e);
@@ -91,24 +124,45 @@ fn status(path: &Path) -> anyhow::Result<u8> {
     Ok(0)
 }
 
-fn exec(path: &Path, timeout: Option<Duration>, command: Vec<std::ffi::OsString>) -> anyhow::Result<u8> {
+fn exec(
+    path: &Path,
+    timeout: Option<Duration>,
+    command: Vec<std::ffi::OsString>,
+) -> anyhow::Result<u8> {
     // Interrupting the client stops the exec: these signals become a cancel request.
     let signals = sys::signalfd_for(&[Sig::INT, Sig::TERM, Sig::HUP, Sig::QUIT])?;
     let stream = connect(path)?;
     let cwd = std::env::current_dir().ok();
     let req = WireRequest::Exec {
-        argv: command.iter().map(|a| WireStr::from(a.as_os_str())).collect(),
+        argv: command
+            .iter()
+            .map(|a| WireStr::from(a.as_os_str()))
+            .collect(),
         cwd: cwd.as_ref().map(|c| WireStr::from(c.as_os_str())),
-        env: Some(std::env::vars_os().map(|(k, v)| (WireStr::from(k.as_os_str()), WireStr::from(v.as_os_str()))).collect()),
+        env: Some(
+            std::env::vars_os()
+                .map(|(k, v)| (WireStr::from(k.as_os_str()), WireStr::from(v.as_os_str())))
+                .collect(),
+        ),
         timeout_ms: timeout.map(|t| t.as_millis() as u64),
     };
     let line = request_line(&req);
-    let fds: Vec<RawFd> = (0..3).filter(|fd| nix::fcntl::fcntl(sys::borrow_std_fd(*fd), nix::fcntl::FcntlArg::F_GETFD).is_ok()).collect();
+    let fds: Vec<RawFd> = (0..3)
+        .filter(|fd| {
+            nix::fcntl::fcntl(sys::borrow_std_fd(*fd), nix::fcntl::FcntlArg::F_GETFD).is_ok()
+        })
+        .collect();
     let cmsg = [ControlMessage::ScmRights(&fds)];
     let bytes = line.as_bytes();
     // As in send_request: a refusal may arrive before the request is read, so write errors are
     // not final; the reply decides.
-    match socket::sendmsg::<()>(stream.as_raw_fd(), &[IoSlice::new(bytes)], if fds.is_empty() { &[] } else { &cmsg }, MsgFlags::MSG_NOSIGNAL, None) {
+    match socket::sendmsg::<()>(
+        stream.as_raw_fd(),
+        &[IoSlice::new(bytes)],
+        if fds.is_empty() { &[] } else { &cmsg },
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    ) {
         Ok(sent) if sent < bytes.len() => {
             if let Err(e) = (&stream).write_all(&bytes[sent..]) {
                 msg::verbose(format_args!("sending the request: {e}"));
@@ -123,8 +177,16 @@ fn exec(path: &Path, timeout: Option<Duration>, command: Vec<std::ffi::OsString>
     loop {
         let ready = crate::event_loop::wait(
             &[
-                crate::event_loop::Interest { token: 0u8, fd: stream.as_fd(), events: PollFlags::POLLIN },
-                crate::event_loop::Interest { token: 1u8, fd: signals.as_fd(), events: PollFlags::POLLIN },
+                crate::event_loop::Interest {
+                    token: 0u8,
+                    fd: stream.as_fd(),
+                    events: PollFlags::POLLIN,
+                },
+                crate::event_loop::Interest {
+                    token: 1u8,
+                    fd: signals.as_fd(),
+                    events: PollFlags::POLLIN,
+                },
             ],
             None,
         )?;
@@ -149,10 +211,15 @@ fn exec(path: &Path, timeout: Option<Duration>, command: Vec<std::ffi::OsString>
             buf.extend_from_slice(&chunk[..n]);
             while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=pos).collect();
-                let v: serde_json::Value = serde_json::from_slice(&line).map_err(|e| anyhow::anyhow!("malformed reply from the instance: {e}"))?;
+                let v: serde_json::Value = serde_json::from_slice(&line)
+                    .map_err(|e| anyhow::anyhow!("malformed reply from the instance: {e}"))?;
                 if let Some(e) = reply_error(&v) {
                     msg::error(format_args!("{e}"));
-                    return Ok(v.get("status").and_then(|s| s.as_u64()).map(|s| s as u8).unwrap_or(125));
+                    return Ok(v
+                        .get("status")
+                        .and_then(|s| s.as_u64())
+                        .map(|s| s as u8)
+                        .unwrap_or(125));
                 }
                 if let Some(exit) = v.get("exit") {
                     let report: ExitReport = serde_json::from_value(exit.clone())?;
@@ -165,4 +232,3 @@ fn exec(path: &Path, timeout: Option<Duration>, command: Vec<std::ffi::OsString>
         }
     }
 }
-

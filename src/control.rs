@@ -35,7 +35,12 @@ pub const MAX_EXEC_REQUEST: usize = 8 * 1024 * 1024;
 /// The limit for a request that begins with `prefix`: our own client always sends `op` first,
 /// so an exec is known long before its line ends.
 fn limit_for(prefix: &[u8]) -> usize {
-    let head: Vec<u8> = prefix.iter().take(64).copied().filter(|b| !b.is_ascii_whitespace()).collect();
+    let head: Vec<u8> = prefix
+        .iter()
+        .take(64)
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
     if head.starts_with(br#"{"op":"exec""#) {
         MAX_EXEC_REQUEST
     } else {
@@ -189,12 +194,18 @@ impl Server {
                 bail!("creating control socket at {shown}: the path exists and is not a socket");
             }
             match UnixStream::connect(path) {
-                Ok(_) => bail!("creating control socket at {shown}: another vloer-run is serving it"),
+                Ok(_) => {
+                    bail!("creating control socket at {shown}: another vloer-run is serving it")
+                }
                 Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
                     msg::verbose(format_args!("replacing stale control socket {shown}"));
-                    std::fs::remove_file(path).with_context(|| format!("removing stale control socket {shown}"))?;
+                    std::fs::remove_file(path)
+                        .with_context(|| format!("removing stale control socket {shown}"))?;
                 }
-                Err(e) => return Err(e).with_context(|| format!("checking existing control socket {shown}")),
+                Err(e) => {
+                    return Err(e)
+                        .with_context(|| format!("checking existing control socket {shown}"))
+                }
             }
         }
         // The mode is fixed at bind time from the umask, so no other user ever sees a wider one.
@@ -202,8 +213,16 @@ impl Server {
         let bound = UnixListener::bind(path);
         nix::sys::stat::umask(old);
         let listener = bound.with_context(|| format!("creating control socket at {shown}"))?;
-        listener.set_nonblocking(true).context("making the control socket non-blocking")?;
-        Ok(Server { path: path.to_path_buf(), listener, conns: BTreeMap::new(), next: 1, uid: nix::unistd::geteuid().as_raw() })
+        listener
+            .set_nonblocking(true)
+            .context("making the control socket non-blocking")?;
+        Ok(Server {
+            path: path.to_path_buf(),
+            listener,
+            conns: BTreeMap::new(),
+            next: 1,
+            uid: nix::unistd::geteuid().as_raw(),
+        })
     }
 
     /// The descriptors to poll and what to poll them for.
@@ -227,7 +246,11 @@ impl Server {
 
     /// When the slowest silent client must be dropped.
     pub fn deadline(&self) -> Option<Instant> {
-        self.conns.values().filter(|c| c.phase == Phase::Reading).map(|c| c.since + READ_TIMEOUT).min()
+        self.conns
+            .values()
+            .filter(|c| c.phase == Phase::Reading)
+            .map(|c| c.since + READ_TIMEOUT)
+            .min()
     }
 
     /// Handles readiness of one token; returns what the supervisor must do.
@@ -256,16 +279,33 @@ impl Server {
             }
             let id = self.next;
             self.next += 1;
-            let mut conn = Conn { stream, phase: Phase::Reading, inbuf: Vec::new(), fds: Vec::new(), out: Vec::new(), since: now };
+            let mut conn = Conn {
+                stream,
+                phase: Phase::Reading,
+                inbuf: Vec::new(),
+                fds: Vec::new(),
+                out: Vec::new(),
+                since: now,
+            };
             match socket::getsockopt(&conn.stream, sockopt::PeerCredentials) {
                 Ok(cred) if cred.uid() == self.uid || cred.uid() == 0 => {}
                 Ok(cred) => {
-                    msg::warn(format_args!("control socket: refused a client with uid {} (pid {})", cred.uid(), cred.pid()));
-                    conn.out = error_line("forbidden", "only vloer-run's own user or root may use this socket").into_bytes();
+                    msg::warn(format_args!(
+                        "control socket: refused a client with uid {} (pid {})",
+                        cred.uid(),
+                        cred.pid()
+                    ));
+                    conn.out = error_line(
+                        "forbidden",
+                        "only vloer-run's own user or root may use this socket",
+                    )
+                    .into_bytes();
                     conn.phase = Phase::Closing;
                 }
                 Err(e) => {
-                    msg::warn(format_args!("control socket: cannot read peer credentials: {e}"));
+                    msg::warn(format_args!(
+                        "control socket: cannot read peer credentials: {e}"
+                    ));
                     conn.out = error_line("forbidden", "peer credentials unavailable").into_bytes();
                     conn.phase = Phase::Closing;
                 }
@@ -286,7 +326,9 @@ impl Server {
         if revents.intersects(PollFlags::POLLOUT) {
             self.flush(id);
         }
-        let Some(conn) = self.conns.get_mut(&id) else { return events };
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return events;
+        };
         if !revents.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
             return events;
         }
@@ -295,7 +337,12 @@ impl Server {
         let mut eof = false;
         loop {
             let mut iov = [IoSliceMut::new(&mut buf)];
-            let got = socket::recvmsg::<()>(conn.stream.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT);
+            let got = socket::recvmsg::<()>(
+                conn.stream.as_raw_fd(),
+                &mut iov,
+                Some(&mut cmsg),
+                MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
+            );
             let (n, fds) = match got {
                 Ok(m) => {
                     let mut fds = Vec::new();
@@ -339,12 +386,20 @@ impl Server {
                     let line: Vec<u8> = conn.inbuf.drain(..=pos).collect();
                     let limit = limit_for(&line);
                     if line.len() > limit + 1 {
-                        self.fail(id, "too_large", &format!("request longer than {limit} bytes"));
+                        self.fail(
+                            id,
+                            "too_large",
+                            &format!("request longer than {limit} bytes"),
+                        );
                     } else {
                         match self.parse(id, &line) {
                             Ok(req) => {
                                 if let Some(c) = self.conns.get_mut(&id) {
-                                    c.phase = if matches!(req, Request::Exec(_)) { Phase::Attached } else { Phase::Waiting };
+                                    c.phase = if matches!(req, Request::Exec(_)) {
+                                        Phase::Attached
+                                    } else {
+                                        Phase::Waiting
+                                    };
                                 }
                                 events.push(Event::Request(id, req));
                             }
@@ -353,7 +408,11 @@ impl Server {
                     }
                 } else if conn.inbuf.len() > limit_for(&conn.inbuf) {
                     let limit = limit_for(&conn.inbuf);
-                    self.fail(id, "too_large", &format!("request longer than {limit} bytes"));
+                    self.fail(
+                        id,
+                        "too_large",
+                        &format!("request longer than {limit} bytes"),
+                    );
                 } else if eof {
                     self.conns.remove(&id);
                 }
@@ -385,14 +444,30 @@ impl Server {
 
     fn parse(&mut self, id: ConnId, line: &[u8]) -> Result<Request, (&'static str, String)> {
         let req: WireRequest = serde_json::from_slice(line).map_err(|e| {
-            let code = if e.to_string().contains("unknown variant") { "unknown_op" } else { "bad_request" };
+            let code = if e.to_string().contains("unknown variant") {
+                "unknown_op"
+            } else {
+                "bad_request"
+            };
             (code, format!("malformed request: {e}"))
         })?;
         Ok(match req {
-            WireRequest::Stop { grace_ms } => Request::Stop { grace: grace_ms.map(Duration::from_millis) },
+            WireRequest::Stop { grace_ms } => Request::Stop {
+                grace: grace_ms.map(Duration::from_millis),
+            },
             WireRequest::Status {} => Request::Status,
-            WireRequest::Cancel {} => return Err(("bad_request", "cancel is only valid while an exec runs".into())),
-            WireRequest::Exec { argv, cwd, env, timeout_ms } => {
+            WireRequest::Cancel {} => {
+                return Err((
+                    "bad_request",
+                    "cancel is only valid while an exec runs".into(),
+                ))
+            }
+            WireRequest::Exec {
+                argv,
+                cwd,
+                env,
+                timeout_ms,
+            } => {
                 if argv.is_empty() {
                     return Err(("bad_request", "exec needs a non-empty argv".into()));
                 }
@@ -400,7 +475,11 @@ impl Server {
                 Request::Exec(ExecRequest {
                     argv: argv.into_iter().map(OsString::from).collect(),
                     cwd: cwd.map(|c| PathBuf::from(OsString::from(c))),
-                    env: env.map(|e| e.into_iter().map(|(k, v)| (OsString::from(k), OsString::from(v))).collect()),
+                    env: env.map(|e| {
+                        e.into_iter()
+                            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
+                            .collect()
+                    }),
                     timeout: timeout_ms.filter(|t| *t > 0).map(Duration::from_millis),
                     stdio,
                 })
@@ -410,9 +489,18 @@ impl Server {
 
     /// Drops clients that stayed silent too long.
     pub fn expire(&mut self, now: Instant) {
-        let late: Vec<ConnId> = self.conns.iter().filter(|(_, c)| c.phase == Phase::Reading && now >= c.since + READ_TIMEOUT).map(|(id, _)| *id).collect();
+        let late: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| c.phase == Phase::Reading && now >= c.since + READ_TIMEOUT)
+            .map(|(id, _)| *id)
+            .collect();
         for id in late {
-            self.fail(id, "timeout", &format!("no complete request within {} s", READ_TIMEOUT.as_secs()));
+            self.fail(
+                id,
+                "timeout",
+                &format!("no complete request within {} s", READ_TIMEOUT.as_secs()),
+            );
         }
     }
 
@@ -434,9 +522,15 @@ impl Server {
     }
 
     fn flush(&mut self, id: ConnId) {
-        let Some(c) = self.conns.get_mut(&id) else { return };
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
         while !c.out.is_empty() {
-            match socket::send(c.stream.as_raw_fd(), &c.out, MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL) {
+            match socket::send(
+                c.stream.as_raw_fd(),
+                &c.out,
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            ) {
                 Ok(n) => {
                     c.out.drain(..n);
                 }
@@ -459,22 +553,15 @@ impl Server {
         let end = Instant::now() + budget;
         for c in self.conns.values_mut() {
             let _ = c.stream.set_nonblocking(false);
-            let _ = c.stream.set_write_timeout(Some(end.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
+            let _ = c.stream.set_write_timeout(Some(
+                end.saturating_duration_since(Instant::now())
+                    .max(Duration::from_millis(1)),
+            ));
             use std::io::Write;
             let _ = c.stream.write_all(&c.out);
             c.out.clear();
         }
         self.conns.clear();
-    }
-
-    /// Whether a connection is still open.
-    pub fn is_open(&self, id: ConnId) -> bool {
-        self.conns.contains_key(&id)
-    }
-
-    /// How many clients are connected (for status).
-    pub fn clients(&self) -> usize {
-        self.conns.len()
     }
 }
 

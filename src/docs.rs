@@ -168,7 +168,10 @@ fn command() -> clap::Command {
 
 /// Renders one clap_mangen section; every render repeats roff's apostrophe preamble, which only the
 /// first section keeps.
-fn section(render: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>, keep_preamble: bool) -> String {
+fn section(
+    render: impl FnOnce(&mut Vec<u8>) -> std::io::Result<()>,
+    keep_preamble: bool,
+) -> String {
     let mut buf = Vec::new();
     render(&mut buf).expect("rendering to a Vec cannot fail");
     let text = String::from_utf8(buf).expect("clap_mangen writes UTF-8");
@@ -196,7 +199,9 @@ pub fn man_page() -> String {
     let cmd = command();
     let man = clap_mangen::Man::new(cmd.clone());
     let mut out = String::new();
-    out.push_str(&format!(".\\\" Generated from src/cli.rs and src/docs.rs; do not edit. Regenerate: {BLESS}\n"));
+    out.push_str(&format!(
+        ".\\\" Generated from src/cli.rs and src/docs.rs; do not edit. Regenerate: {BLESS}\n"
+    ));
     out += &section(|w| man.render_title(w), true);
     out += &section(|w| man.render_name_section(w), false);
     out.push_str(".SH SYNOPSIS\n\\fBvloer\\-run\\fR [\\fIOPTIONS\\fR] [\\fB\\-\\-\\fR] \\fICOMMAND\\fR [\\fIARG\\fR]...\n");
@@ -223,14 +228,22 @@ pub fn man_page() -> String {
 /// COMMANDS: each control client with its own synopsis and options, straight from clap.
 fn commands_section(cmd: &clap::Command) -> String {
     let mut out = String::from(".SH COMMANDS\n");
-    out += &escape_line("These talk to a running instance through its control socket (see CONTROL PROTOCOL).");
+    out += &escape_line(
+        "These talk to a running instance through its control socket (see CONTROL PROTOCOL).",
+    );
     for sub in cmd.get_subcommands() {
-        let sub = sub.clone().bin_name(format!("vloer-run {}", sub.get_name()));
+        let sub = sub
+            .clone()
+            .bin_name(format!("vloer-run {}", sub.get_name()));
         let man = clap_mangen::Man::new(sub.clone());
         let _ = writeln!(out, ".SS \"vloer-run {}\"", sub.get_name());
         out += &usage(&sub);
         out.push_str(".PP\n");
-        let about = sub.get_long_about().or(sub.get_about()).map(|s| s.to_string()).unwrap_or_default();
+        let about = sub
+            .get_long_about()
+            .or(sub.get_about())
+            .map(|s| s.to_string())
+            .unwrap_or_default();
         out += &escape_line(&about);
         let options = section(|w| man.render_options_section(w), false);
         out += &options.replace(".SH OPTIONS\n", ".PP\nOptions:\n");
@@ -266,7 +279,9 @@ fn environment_section(cmd: &clap::Command) -> String {
         "\n# ENVIRONMENT\nEvery run option can be set by a variable, so a Dockerfile can configure vloer-run without changing its ENTRYPOINT; a flag on the command line beats the variable. Switches take true or false (also 1/0, yes/no, on/off); options that repeat take a comma-separated list (VLOER_REWRITE=TERM:QUIT,WINCH:0).\n",
     );
     for arg in cmd.get_arguments() {
-        let (Some(env), Some(long)) = (arg.get_env(), arg.get_long()) else { continue };
+        let (Some(env), Some(long)) = (arg.get_env(), arg.get_long()) else {
+            continue;
+        };
         let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
         let _ = write!(md, ": `{}`\n`--{long}`: {help}\n", env.to_string_lossy());
     }
@@ -286,7 +301,10 @@ fn examples() -> String {
 
 /// Escapes text for a roff text line: backslashes, dashes, apostrophes, a leading period.
 fn escape(text: &str) -> String {
-    let s = text.replace('\\', "\\e").replace('-', "\\-").replace('\'', "\\(aq");
+    let s = text
+        .replace('\\', "\\e")
+        .replace('-', "\\-")
+        .replace('\'', "\\(aq");
     if s.starts_with('.') {
         format!("\\&{s}")
     } else {
@@ -356,7 +374,10 @@ fn to_roff(md: &str) -> String {
             out.push_str(".IP \\(bu 2\n");
             out += &inline(t);
             para = false;
-        } else if let Some((n, t)) = line.split_once(". ").filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+        } else if let Some((n, t)) = line
+            .split_once(". ")
+            .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        {
             let _ = writeln!(out, ".IP {n}. 4");
             out += &inline(t);
             para = false;
@@ -389,7 +410,8 @@ fn completion(shell: Shell) -> String {
 /// still missing), so `--scope <TAB>` fell back to file names. A line argparse cannot read yet
 /// is still at the top level: say so.
 fn repair_fish(script: String) -> String {
-    let guard = "argparse -s (__fish_vloer_run_global_optspecs) -- $cmd 2>/dev/null\n    or return\n";
+    let guard =
+        "argparse -s (__fish_vloer_run_global_optspecs) -- $cmd 2>/dev/null\n    or return\n";
     assert!(
         script.contains(guard),
         "clap_complete's fish output changed: repair_fish in src/docs.rs no longer finds its guard; check `--scope <TAB>` in fish by hand"
@@ -422,7 +444,10 @@ mod tests {
     }
 
     fn have(program: &str) -> bool {
-        Command::new("sh").args(["-c", &format!("command -v {program}")]).output().is_ok_and(|o| o.status.success())
+        Command::new("sh")
+            .args(["-c", &format!("command -v {program}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
     }
 
     /// The committed files are what the code generates now; `VLOER_BLESS=1` rewrites them.
@@ -441,10 +466,14 @@ mod tests {
                 std::fs::write(&path, &text).unwrap();
                 eprintln!("blessed {rel}");
             } else {
-                let line = committed.lines().zip(text.lines()).position(|(a, b)| a != b).map_or_else(
-                    || committed.lines().count().min(text.lines().count()) + 1,
-                    |i| i + 1,
-                );
+                let line = committed
+                    .lines()
+                    .zip(text.lines())
+                    .position(|(a, b)| a != b)
+                    .map_or_else(
+                        || committed.lines().count().min(text.lines().count()) + 1,
+                        |i| i + 1,
+                    );
                 stale.push(format!("  {rel} (first difference at line {line})"));
             }
         }
@@ -476,12 +505,31 @@ mod tests {
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && stderr.trim().is_empty(), "man --warnings -l: {}\n{stderr}", out.status);
-        for needle in ["VLOER_GRACE", "EXIT STATUS", "CONTROL PROTOCOL", "stopped\":true", "STOPSIGNAL", "preStop", "LIMITS"] {
-            assert!(stdout.contains(needle), "the rendered page lacks {needle:?}");
+        assert!(
+            out.status.success() && stderr.trim().is_empty(),
+            "man --warnings -l: {}\n{stderr}",
+            out.status
+        );
+        for needle in [
+            "VLOER_GRACE",
+            "EXIT STATUS",
+            "CONTROL PROTOCOL",
+            "stopped\":true",
+            "STOPSIGNAL",
+            "preStop",
+            "LIMITS",
+        ] {
+            assert!(
+                stdout.contains(needle),
+                "the rendered page lacks {needle:?}"
+            );
         }
         let wide: Vec<&str> = stdout.lines().filter(|l| l.chars().count() > 80).collect();
-        assert!(wide.is_empty(), "lines wider than 80 columns:\n{}", wide.join("\n"));
+        assert!(
+            wide.is_empty(),
+            "lines wider than 80 columns:\n{}",
+            wide.join("\n")
+        );
     }
 
     /// Every VLOER_* variable of the clap definition is in the manual.
@@ -489,10 +537,17 @@ mod tests {
     fn man_page_lists_every_variable() {
         let page = man_page();
         let cmd = command();
-        let vars: Vec<String> = cmd.get_arguments().filter_map(|a| a.get_env()).map(|e| e.to_string_lossy().into_owned()).collect();
+        let vars: Vec<String> = cmd
+            .get_arguments()
+            .filter_map(|a| a.get_env())
+            .map(|e| e.to_string_lossy().into_owned())
+            .collect();
         assert!(vars.len() >= 18, "{vars:?}");
         for v in vars {
-            assert!(page.contains(&format!("\\fB{}\\fR", v.replace('-', "\\-"))), "{v} is not in the ENVIRONMENT section");
+            assert!(
+                page.contains(&format!("\\fB{}\\fR", v.replace('-', "\\-"))),
+                "{v} is not in the ENVIRONMENT section"
+            );
         }
     }
 
@@ -507,9 +562,20 @@ mod tests {
             words[words.len() - 1],
             words[words.len() - 2],
         );
-        let out = Command::new("bash").args(["--norc", "--noprofile", "-c", &program]).output().unwrap();
-        assert!(out.status.success(), "bash completion for {words:?}: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
-        String::from_utf8_lossy(&out.stdout).lines().map(str::to_string).collect()
+        let out = Command::new("bash")
+            .args(["--norc", "--noprofile", "-c", &program])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "bash completion for {words:?}: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect()
     }
 
     #[test]
@@ -520,8 +586,19 @@ mod tests {
         }
         let dir = tempfile::tempdir().unwrap();
         let script = write_temp(dir.path(), "vloer-run.bash", &completion(Shell::Bash));
-        let load = Command::new("bash").arg("-c").arg(format!("source '{}' && complete -p vloer-run", script.display())).output().unwrap();
-        assert!(load.status.success(), "sourcing the completion failed: {}", String::from_utf8_lossy(&load.stderr));
+        let load = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source '{}' && complete -p vloer-run",
+                script.display()
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            load.status.success(),
+            "sourcing the completion failed: {}",
+            String::from_utf8_lossy(&load.stderr)
+        );
 
         let mut scopes = bash_complete(&script, &["vloer-run", "--scope", ""]);
         scopes.sort();
@@ -529,17 +606,28 @@ mod tests {
 
         let sigs = bash_complete(&script, &["vloer-run", "--stop-signal", ""]);
         for s in ["TERM", "KILL", "INT", "HUP", "USR1", "RTMIN"] {
-            assert!(sigs.iter().any(|x| x == s), "{s} missing from --stop-signal completions {sigs:?}");
+            assert!(
+                sigs.iter().any(|x| x == s),
+                "{s} missing from --stop-signal completions {sigs:?}"
+            );
         }
         let mut t = bash_complete(&script, &["vloer-run", "--stop-signal", "TT"]);
         t.sort();
         assert_eq!(t, ["TTIN", "TTOU"]);
-        assert!(bash_complete(&script, &["vloer-run", "--stop-on", "US"]).contains(&"USR2".to_string()));
-        assert!(bash_complete(&script, &["vloer-run", "--child-pdeathsig", ""]).contains(&"0".to_string()));
+        assert!(
+            bash_complete(&script, &["vloer-run", "--stop-on", "US"]).contains(&"USR2".to_string())
+        );
+        assert!(
+            bash_complete(&script, &["vloer-run", "--child-pdeathsig", ""])
+                .contains(&"0".to_string())
+        );
         let opts = bash_complete(&script, &["vloer-run", "--gr"]);
         assert_eq!(opts, ["--grace"]);
         let subs = bash_complete(&script, &["vloer-run", "st"]);
-        assert!(subs.contains(&"stop".to_string()) && subs.contains(&"status".to_string()), "{subs:?}");
+        assert!(
+            subs.contains(&"stop".to_string()) && subs.contains(&"status".to_string()),
+            "{subs:?}"
+        );
     }
 
     /// zsh and fish read their scripts without a syntax error, where they are installed.
@@ -556,16 +644,35 @@ mod tests {
                 continue;
             }
             let script = write_temp(dir.path(), name, &completion(shell));
-            let out = Command::new(program).args(args).arg(&script).output().unwrap();
-            assert!(out.status.success(), "{program} rejects {name}: {}", String::from_utf8_lossy(&out.stderr));
+            let out = Command::new(program)
+                .args(args)
+                .arg(&script)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{program} rejects {name}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
         if have("fish") {
             let script = write_temp(dir.path(), "vloer-run.fish", &completion(Shell::Fish));
             let ask = |line: &str| -> Vec<String> {
                 let program = format!("source '{}'; complete -C '{line}'", script.display());
-                let out = Command::new("fish").args(["--no-config", "-c", &program]).current_dir(dir.path()).output().unwrap();
-                assert!(out.status.success(), "fish: {}", String::from_utf8_lossy(&out.stderr));
-                String::from_utf8_lossy(&out.stdout).lines().map(|l| l.split('\t').next().unwrap_or("").to_string()).collect()
+                let out = Command::new("fish")
+                    .args(["--no-config", "-c", &program])
+                    .current_dir(dir.path())
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "fish: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .map(|l| l.split('\t').next().unwrap_or("").to_string())
+                    .collect()
             };
             let mut scopes = ask("vloer-run --scope ");
             scopes.sort();

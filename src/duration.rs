@@ -13,7 +13,9 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     // humantime rejects a bare `5`, so the plain-number form is tried first.
     if let Ok(secs) = t.parse::<f64>() {
         if !secs.is_finite() || secs < 0.0 {
-            return Err(format!("'{text}' is not a valid duration; expected {ACCEPTED}"));
+            return Err(format!(
+                "'{text}' is not a valid duration; expected {ACCEPTED}"
+            ));
         }
         return Duration::try_from_secs_f64(secs)
             .ok()
@@ -22,8 +24,13 @@ pub fn parse(text: &str) -> Result<Duration, String> {
     }
     match humantime::parse_duration(t) {
         Ok(d) if d <= MAX => Ok(d),
-        Ok(_) => Err(format!("'{text}' is too long (at most {} s)", MAX.as_secs())),
-        Err(_) => Err(format!("'{text}' is not a valid duration; expected {ACCEPTED}")),
+        Ok(_) => Err(format!(
+            "'{text}' is too long (at most {} s)",
+            MAX.as_secs()
+        )),
+        Err(_) => Err(format!(
+            "'{text}' is not a valid duration; expected {ACCEPTED}"
+        )),
     }
 }
 
@@ -43,7 +50,17 @@ mod tests {
         assert_eq!(parse("5"), Ok(Duration::from_secs(5)));
         assert_eq!(parse("0"), Ok(Duration::ZERO));
         assert_eq!(parse("0.000000001"), Ok(Duration::from_nanos(1)));
-        for bad in ["", "-1", "-1s", "abc", "5x", "nan", "inf", "1e30", "1000000000000h"] {
+        for bad in [
+            "",
+            "-1",
+            "-1s",
+            "abc",
+            "5x",
+            "nan",
+            "inf",
+            "1e30",
+            "1000000000000h",
+        ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
     }

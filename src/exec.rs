@@ -51,7 +51,13 @@ pub struct Exec {
 impl Exec {
     /// Starts the command as vloer-run's own child in a new process group.
     pub fn start(conn: ConnId, req: ExecRequest, setup: ChildSetup) -> Result<Exec, SpawnError> {
-        let ExecRequest { argv, cwd, env, timeout, stdio } = req;
+        let ExecRequest {
+            argv,
+            cwd,
+            env,
+            timeout,
+            stdio,
+        } = req;
         let mut stdio = stdio.into_iter();
         let (stdin, stdout, stderr) = (stdio.next(), stdio.next(), stdio.next());
         let marker = crate::proctable::exec_marker(conn);
@@ -70,7 +76,16 @@ impl Exec {
             cmd.stdout(stdout.map(Stdio::from).unwrap_or_else(Stdio::null));
             cmd.stderr(stderr.map(Stdio::from).unwrap_or_else(Stdio::null));
         })?;
-        Ok(Exec { conn, pid, argv, started: Instant::now(), timeout, status: None, stop: None, end: None })
+        Ok(Exec {
+            conn,
+            pid,
+            argv,
+            started: Instant::now(),
+            timeout,
+            status: None,
+            stop: None,
+            end: None,
+        })
     }
 
     /// When the exec's own `--timeout` runs out, while it has not begun to stop.
@@ -82,7 +97,10 @@ impl Exec {
     }
 
     pub fn scope(&self) -> Scope {
-        Scope::Exec { root: self.pid, id: self.conn }
+        Scope::Exec {
+            root: self.pid,
+            id: self.conn,
+        }
     }
 
     /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop
@@ -92,14 +110,17 @@ impl Exec {
             return;
         }
         self.end = Some(end);
-        let plan = StopPlan { scope: self.scope(), first: None, ..plan };
+        let plan = StopPlan {
+            scope: self.scope(),
+            first: None,
+            ..plan
+        };
         let now = Instant::now();
-        self.stop = Some(if watch { Stop::watch(plan, now) } else { Stop::begin(plan, now) });
-    }
-
-    /// Whether the exec has ended and its stop has been confirmed or given up.
-    pub fn is_done(&self) -> bool {
-        self.stop.as_ref().is_some_and(Stop::is_done)
+        self.stop = Some(if watch {
+            Stop::watch(plan, now)
+        } else {
+            Stop::begin(plan, now)
+        });
     }
 
     /// The final line for the client, from the stop's outcome.

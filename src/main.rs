@@ -4,10 +4,10 @@
 #![cfg_attr(not(test), no_main)]
 
 mod cli;
-#[cfg(test)]
-mod docs;
 mod client;
 mod control;
+#[cfg(test)]
+mod docs;
 mod duration;
 mod event_loop;
 mod exec;
@@ -48,7 +48,13 @@ fn vloer_main() -> u8 {
 }
 
 fn run(args: cli::RunArgs) -> u8 {
-    msg::set_level(if args.quiet { 0 } else if args.verbose { 2 } else { 1 });
+    msg::set_level(if args.quiet {
+        0
+    } else if args.verbose {
+        2
+    } else {
+        1
+    });
     let sink = args.verdict.clone();
     let sup = match supervisor::Supervisor::new(args) {
         Ok(s) => s,
@@ -57,9 +63,17 @@ fn run(args: cli::RunArgs) -> u8 {
             return 125;
         }
     };
-    let supervisor::Ended { mut verdict, control, stop_waiters } = sup.run();
+    let supervisor::Ended {
+        mut verdict,
+        control,
+        stop_waiters,
+    } = sup.run();
     // Serialising costs a run around `true` about a tenth of its time; `off` needs no line.
-    let written = if sink == verdict::Sink::Off { Ok(()) } else { sink.write(&verdict.to_line()) };
+    let written = if sink == verdict::Sink::Off {
+        Ok(())
+    } else {
+        sink.write(&verdict.to_line())
+    };
     if let Err(e) = written {
         msg::error(format_args!("{e}"));
         verdict.exit_code = 125;

@@ -149,7 +149,9 @@ pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
         Err(e) if gone(&e) => return Ok(None),
         Err(e) => return Err(ProcError(format!("reading {path}: {e}"))),
     };
-    parse_stat(&bytes).map(Some).ok_or_else(|| ProcError(format!("parsing {path}: unexpected format")))
+    parse_stat(&bytes)
+        .map(Some)
+        .ok_or_else(|| ProcError(format!("parsing {path}: unexpected format")))
 }
 
 /// The command line of a process, arguments joined by spaces; empty for kernel threads and zombies.
@@ -168,9 +170,12 @@ pub fn cmdline(pid: Pid) -> String {
 /// Proves that `/proc` is a procfs for our own pid namespace; anything else cannot be trusted.
 pub fn check_procfs() -> Result<(), ProcError> {
     const PROC_SUPER_MAGIC: i64 = 0x9fa0;
-    let fs = nix::sys::statfs::statfs("/proc").map_err(|e| ProcError(format!("cannot read /proc: {e}")))?;
+    let fs = nix::sys::statfs::statfs("/proc")
+        .map_err(|e| ProcError(format!("cannot read /proc: {e}")))?;
     if fs.filesystem_type().0 as i64 != PROC_SUPER_MAGIC {
-        return Err(ProcError("/proc is not a procfs mount, so no process can be proven gone".into()));
+        return Err(ProcError(
+            "/proc is not a procfs mount, so no process can be proven gone".into(),
+        ));
     }
     // /proc/self resolves to our pid only in a procfs of our own pid namespace.
     let me = me();
@@ -218,7 +223,11 @@ fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<(), ProcErr
         match read_proc_file(&path) {
             Ok(s) => {
                 let s = String::from_utf8_lossy(&s);
-                out.extend(s.split_ascii_whitespace().filter_map(|t| t.parse().ok()).map(Pid::from_raw));
+                out.extend(
+                    s.split_ascii_whitespace()
+                        .filter_map(|t| t.parse().ok())
+                        .map(Pid::from_raw),
+                );
                 Ok(())
             }
             Err(e) if gone(&e) => Ok(()),
@@ -248,7 +257,11 @@ fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
     let mut out = Vec::new();
     for entry in dir {
         let entry = entry.map_err(|e| ProcError(format!("reading /proc: {e}")))?;
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
             continue;
         };
         if pid == me.as_raw() {
@@ -271,18 +284,34 @@ pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> 
         // Only inside the tree: every member of the child's group descends from vloer-run (its
         // reaper), while a process elsewhere with that group id took the number after the group
         // emptied and the child was reaped, and must never be signalled.
-        Scope::Group(pgid) => Ok(tree(me)?.into_iter().filter(|p| p.pgid == pgid || p.pid == pgid).collect()),
+        Scope::Group(pgid) => Ok(tree(me)?
+            .into_iter()
+            .filter(|p| p.pgid == pgid || p.pid == pgid)
+            .collect()),
         Scope::Tree => tree(me),
         Scope::Exec { root, id } => {
             let procs = tree(me)?;
             let mut inside: HashSet<Pid> = seeds.clone();
-            inside.extend(procs.iter().filter(|p| p.pid == root || p.pgid == root).map(|p| p.pid));
+            inside.extend(
+                procs
+                    .iter()
+                    .filter(|p| p.pid == root || p.pgid == root)
+                    .map(|p| p.pid),
+            );
             // Lineage is lost when an orphan is reparented to us; the marker in its environment
             // (inherited across fork and exec) still says which exec it came from.
             let marker = exec_marker(id);
-            inside.extend(procs.iter().filter(|p| p.ppid == me && p.is_live() && has_env(p.pid, &marker)).map(|p| p.pid));
+            inside.extend(
+                procs
+                    .iter()
+                    .filter(|p| p.ppid == me && p.is_live() && has_env(p.pid, &marker))
+                    .map(|p| p.pid),
+            );
             close_over_children(&procs, &mut inside);
-            Ok(procs.into_iter().filter(|p| inside.contains(&p.pid)).collect())
+            Ok(procs
+                .into_iter()
+                .filter(|p| inside.contains(&p.pid))
+                .collect())
         }
     }
 }
@@ -310,7 +339,10 @@ fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
         let procs = all(me)?;
         let mut inside: HashSet<Pid> = HashSet::from([me]);
         close_over_children(&procs, &mut inside);
-        return Ok(procs.into_iter().filter(|p| inside.contains(&p.pid)).collect());
+        return Ok(procs
+            .into_iter()
+            .filter(|p| inside.contains(&p.pid))
+            .collect());
     }
     let mut out = Vec::new();
     let mut seen = HashSet::new();
@@ -354,7 +386,9 @@ fn reparented_since(me: Pid, seen: &HashSet<Pid>, queue: &mut Vec<Pid>) -> Resul
 /// pid been recycled in between, the read shows another process or none, and a signal through the
 /// pidfd reaches no one). `visit` gets each live process with its pidfd and the pids seen so far,
 /// after its children were queued, so it may signal it at once. Returns what `tree` returns.
-pub fn walk_tree(visit: &mut dyn FnMut(&Proc, OwnedFd, &HashSet<Pid>)) -> Option<Result<Vec<Proc>, ProcError>> {
+pub fn walk_tree(
+    visit: &mut dyn FnMut(&Proc, OwnedFd, &HashSet<Pid>),
+) -> Option<Result<Vec<Proc>, ProcError>> {
     let me = me();
     if !have_children_files(me) || !crate::sys::have_pidfd() {
         return None;
@@ -434,9 +468,22 @@ mod stat_tests {
         assert_eq!(parse_stat(&odd).unwrap().comm, "a) (b \u{fffd}");
         let mut seen = 0;
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            let Ok(bytes) = read_stat_file(&format!("/proc/{pid}/stat")) else { continue };
-            assert_eq!(parse_stat(&bytes).unwrap(), via_procfs(&bytes), "{}", String::from_utf8_lossy(&bytes));
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|s| s.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let Ok(bytes) = read_stat_file(&format!("/proc/{pid}/stat")) else {
+                continue;
+            };
+            assert_eq!(
+                parse_stat(&bytes).unwrap(),
+                via_procfs(&bytes),
+                "{}",
+                String::from_utf8_lossy(&bytes)
+            );
             seen += 1;
         }
         assert!(seen > 0);

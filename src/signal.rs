@@ -53,10 +53,7 @@ impl Sig {
     pub const CONT: Sig = Sig(libc::SIGCONT);
     pub const STOP: Sig = Sig(libc::SIGSTOP);
     pub const TSTP: Sig = Sig(libc::SIGTSTP);
-    pub const TTIN: Sig = Sig(libc::SIGTTIN);
-    pub const TTOU: Sig = Sig(libc::SIGTTOU);
     pub const PIPE: Sig = Sig(libc::SIGPIPE);
-    pub const WINCH: Sig = Sig(libc::SIGWINCH);
 
     /// The highest signal number this system knows (SIGRTMAX).
     pub fn max() -> i32 {
@@ -95,9 +92,8 @@ impl Sig {
             if n == 0 && allow_zero {
                 return Ok(Sig::NONE);
             }
-            return Sig::from_raw(n).ok_or_else(|| {
-                format!("signal number {n} is out of range 1..={}", Sig::max())
-            });
+            return Sig::from_raw(n)
+                .ok_or_else(|| format!("signal number {n} is out of range 1..={}", Sig::max()));
         }
         let upper = t.to_ascii_uppercase();
         let bare = upper.strip_prefix("SIG").unwrap_or(&upper);
@@ -146,9 +142,17 @@ impl Sig {
         let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
         if (min..=max).contains(&self.0) {
             if self.0 - min <= max - self.0 {
-                return if self.0 == min { "SIGRTMIN".into() } else { format!("SIGRTMIN+{}", self.0 - min) };
+                return if self.0 == min {
+                    "SIGRTMIN".into()
+                } else {
+                    format!("SIGRTMIN+{}", self.0 - min)
+                };
             }
-            return if self.0 == max { "SIGRTMAX".into() } else { format!("SIGRTMAX-{}", max - self.0) };
+            return if self.0 == max {
+                "SIGRTMAX".into()
+            } else {
+                format!("SIGRTMAX-{}", max - self.0)
+            };
         }
         self.0.to_string()
     }
@@ -169,14 +173,19 @@ pub struct Rewrite {
 
 impl Rewrite {
     pub fn parse(text: &str) -> Result<Rewrite, String> {
-        let (from, to) = text
-            .split_once(':')
-            .ok_or_else(|| format!("'{text}' is not FROM:TO (for example TERM:QUIT, or INT:0 to drop)"))?;
+        let (from, to) = text.split_once(':').ok_or_else(|| {
+            format!("'{text}' is not FROM:TO (for example TERM:QUIT, or INT:0 to drop)")
+        })?;
         let from = Sig::parse(from, false)?;
         if matches!(from.0, libc::SIGKILL | libc::SIGSTOP | libc::SIGCHLD) {
-            return Err(format!("{from} cannot be rewritten: vloer-run never receives it as a forwardable signal"));
+            return Err(format!(
+                "{from} cannot be rewritten: vloer-run never receives it as a forwardable signal"
+            ));
         }
-        Ok(Rewrite { from, to: Sig::parse(to, true)? })
+        Ok(Rewrite {
+            from,
+            to: Sig::parse(to, true)?,
+        })
     }
 }
 
@@ -196,8 +205,14 @@ mod tests {
             assert_eq!(Sig::parse(t, false), Ok(Sig::TERM), "{t}");
         }
         assert_eq!(Sig::parse("RTMIN", false).unwrap().raw(), libc::SIGRTMIN());
-        assert_eq!(Sig::parse("sigrtmin+2", false).unwrap().raw(), libc::SIGRTMIN() + 2);
-        assert_eq!(Sig::parse("RTMAX-1", false).unwrap().raw(), libc::SIGRTMAX() - 1);
+        assert_eq!(
+            Sig::parse("sigrtmin+2", false).unwrap().raw(),
+            libc::SIGRTMIN() + 2
+        );
+        assert_eq!(
+            Sig::parse("RTMAX-1", false).unwrap().raw(),
+            libc::SIGRTMAX() - 1
+        );
         assert_eq!(Sig::parse("0", true), Ok(Sig::NONE));
         assert!(Sig::parse("0", false).is_err());
         assert!(Sig::parse("65", false).is_err());
@@ -224,15 +239,35 @@ mod tests {
 
         /// `name` in a random case, with or without a SIG prefix, maybe padded.
         fn spelled(name: &'static str) -> impl Strategy<Value = String> {
-            (any::<bool>(), prop::collection::vec(any::<bool>(), 3 + name.len()), prop::sample::select(vec!["", " ", "\t"])).prop_map(move |(prefix, upper, pad)| {
-                let full = if prefix { format!("SIG{name}") } else { name.to_string() };
-                let cased: String = full.chars().zip(upper).map(|(c, u)| if u { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() }).collect();
-                format!("{pad}{cased}{pad}")
-            })
+            (
+                any::<bool>(),
+                prop::collection::vec(any::<bool>(), 3 + name.len()),
+                prop::sample::select(vec!["", " ", "\t"]),
+            )
+                .prop_map(move |(prefix, upper, pad)| {
+                    let full = if prefix {
+                        format!("SIG{name}")
+                    } else {
+                        name.to_string()
+                    };
+                    let cased: String = full
+                        .chars()
+                        .zip(upper)
+                        .map(|(c, u)| {
+                            if u {
+                                c.to_ascii_uppercase()
+                            } else {
+                                c.to_ascii_lowercase()
+                            }
+                        })
+                        .collect();
+                    format!("{pad}{cased}{pad}")
+                })
         }
 
         fn named() -> impl Strategy<Value = (String, i32)> {
-            prop::sample::select(NAMES.to_vec()).prop_flat_map(|(name, n)| spelled(name).prop_map(move |s| (s, n)))
+            prop::sample::select(NAMES.to_vec())
+                .prop_flat_map(|(name, n)| spelled(name).prop_map(move |s| (s, n)))
         }
 
         proptest! {

@@ -27,7 +27,11 @@ impl SpawnError {
 
 /// Starts `argv` with the caller's stdio, in a new process group (or session), with the signal
 /// mask and dispositions vloer-run was started with.
-pub fn spawn(argv: &[OsString], setup: ChildSetup, configure: impl FnOnce(&mut Command)) -> Result<Pid, SpawnError> {
+pub fn spawn(
+    argv: &[OsString],
+    setup: ChildSetup,
+    configure: impl FnOnce(&mut Command),
+) -> Result<Pid, SpawnError> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
     if !setup.new_session {
@@ -47,9 +51,16 @@ pub fn spawn(argv: &[OsString], setup: ChildSetup, configure: impl FnOnce(&mut C
 /// `sys::spawn_vfork`), with the same result and the same errors.
 pub fn spawn_main(argv: &[OsString], setup: ChildSetup) -> Result<Pid, SpawnError> {
     use std::os::unix::ffi::OsStrExt;
-    let Ok(cstrings) = argv.iter().map(|a| std::ffi::CString::new(a.as_bytes())).collect::<Result<Vec<_>, _>>() else {
+    let Ok(cstrings) = argv
+        .iter()
+        .map(|a| std::ffi::CString::new(a.as_bytes()))
+        .collect::<Result<Vec<_>, _>>()
+    else {
         // What std's Command reports for the same argument.
-        return Err(SpawnError::CannotExecute(io::Error::new(io::ErrorKind::InvalidInput, "nul byte found in provided data")));
+        return Err(SpawnError::CannotExecute(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "nul byte found in provided data",
+        )));
     };
     let mut ptrs: Vec<*const libc::c_char> = cstrings.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());

@@ -75,7 +75,6 @@ pub struct Stop {
     failed: bool,
 }
 
-
 impl Stop {
     /// Steps 1 and the start of 2: signal every live member and start the grace period.
     pub fn begin(plan: StopPlan, now: Instant) -> Stop {
@@ -109,10 +108,6 @@ impl Stop {
         self.phase == Phase::Done
     }
 
-    pub fn is_watch(&self) -> bool {
-        self.phase == Phase::Watch
-    }
-
     /// The next moment the stop needs to act without an event.
     pub fn deadline(&self) -> Option<Instant> {
         if self.phase == Phase::Done {
@@ -133,8 +128,14 @@ impl Stop {
         fn fd_of<'a>((pid, t): (&Pid, &'a Tracked)) -> Option<(Pid, BorrowedFd<'a>)> {
             t.fd.as_ref().map(|fd| (*pid, fd.as_fd()))
         }
-        let killable = self.tracked.iter().filter(|(_, t)| !t.unkillable).find_map(fd_of);
-        killable.or_else(|| self.tracked.iter().find_map(fd_of)).into_iter()
+        let killable = self
+            .tracked
+            .iter()
+            .filter(|(_, t)| !t.unkillable)
+            .find_map(fd_of);
+        killable
+            .or_else(|| self.tracked.iter().find_map(fd_of))
+            .into_iter()
     }
 
     /// Processes whose pidfd became readable have exited; the others are checked too.
@@ -153,7 +154,10 @@ impl Stop {
         let (pids, mut fds): (Vec<Pid>, Vec<PollFd<'_>>) = self
             .tracked
             .iter()
-            .filter_map(|(pid, t)| t.fd.as_ref().map(|fd| (*pid, PollFd::new(fd.as_fd(), PollFlags::POLLIN))))
+            .filter_map(|(pid, t)| {
+                t.fd.as_ref()
+                    .map(|fd| (*pid, PollFd::new(fd.as_fd(), PollFlags::POLLIN)))
+            })
             .unzip();
         if fds.is_empty() || nix::poll::poll(&mut fds, PollTimeout::ZERO).unwrap_or(0) <= 0 {
             return;
@@ -227,7 +231,9 @@ impl Stop {
     fn scan_and_signal(&mut self, now: Instant) -> Option<Vec<Pid>> {
         let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
         // The fast path signals as it reads; the loop below then only sees what it left.
-        let scanned = self.walk_and_signal().unwrap_or_else(|| proctable::scan(self.plan.scope, &seeds));
+        let scanned = self
+            .walk_and_signal()
+            .unwrap_or_else(|| proctable::scan(self.plan.scope, &seeds));
         let members = match scanned {
             Ok(m) => m,
             Err(ProcError(e)) => {
@@ -258,7 +264,11 @@ impl Stop {
                 // forked after the scan, alive. Only a scan without live members proves the scope
                 // empty, so scan again at once. (Without pidfds the fallback tick rescans; past
                 // the deadline, `progress` moves to the next phase and rescans there.)
-                let mut live: Vec<Pid> = members.iter().filter(|p| p.is_live()).map(|p| p.pid).collect();
+                let mut live: Vec<Pid> = members
+                    .iter()
+                    .filter(|p| p.is_live())
+                    .map(|p| p.pid)
+                    .collect();
                 live.sort();
                 return Some(live);
             }
@@ -315,7 +325,12 @@ impl Stop {
 
     /// Opens a pidfd, re-reads the process to prove the pid still names a member, then signals
     /// through the pidfd. `Ok(None)`: it is gone, or no longer a member.
-    fn open_and_signal(&mut self, p: &Proc, known: &HashSet<Pid>, sig: Option<Sig>) -> Result<Option<Tracked>, String> {
+    fn open_and_signal(
+        &mut self,
+        p: &Proc,
+        known: &HashSet<Pid>,
+        sig: Option<Sig>,
+    ) -> Result<Option<Tracked>, String> {
         let fd = match sys::pidfd_open(p.pid) {
             Ok(fd) => Some(fd),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
@@ -327,7 +342,10 @@ impl Stop {
             Ok(None) => return Ok(None),
             Err(e) => return Err(e.0),
         };
-        if fresh.starttime != p.starttime || !fresh.is_live() || !proctable::belongs(&fresh, self.plan.scope, known) {
+        if fresh.starttime != p.starttime
+            || !fresh.is_live()
+            || !proctable::belongs(&fresh, self.plan.scope, known)
+        {
             return Ok(None);
         }
         self.deliver(&fresh, fd, sig)
@@ -335,7 +353,12 @@ impl Stop {
 
     /// Signals `p` (read after `fd` was opened on it, so `fd` names it) and returns what to track.
     /// `Ok(None)`: it is gone.
-    fn deliver(&mut self, p: &Proc, fd: Option<OwnedFd>, sig: Option<Sig>) -> Result<Option<Tracked>, String> {
+    fn deliver(
+        &mut self,
+        p: &Proc,
+        fd: Option<OwnedFd>,
+        sig: Option<Sig>,
+    ) -> Result<Option<Tracked>, String> {
         let fresh = p;
         let mut unkillable = false;
         if let Some(sig) = sig {
@@ -360,7 +383,10 @@ impl Stop {
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
                 Err(e) => {
-                    self.errors.push(format!("could not send {sig} to pid {} ({}): {e}", p.pid, p.comm));
+                    self.errors.push(format!(
+                        "could not send {sig} to pid {} ({}): {e}",
+                        p.pid, p.comm
+                    ));
                     self.failed = true;
                     unkillable = sig == Sig::KILL;
                 }

@@ -108,9 +108,14 @@ impl Supervisor {
         let pid1 = me.as_raw() == 1;
         let signals = sys::signalfd_for_all().context("setting up signal handling (signalfd)")?;
         if !pid1 {
-            sys::set_child_subreaper().context("becoming the child subreaper (PR_SET_CHILD_SUBREAPER)")?;
+            sys::set_child_subreaper()
+                .context("becoming the child subreaper (PR_SET_CHILD_SUBREAPER)")?;
         }
-        let parent = if args.parent_death { watch_parent()? } else { None };
+        let parent = if args.parent_death {
+            watch_parent()?
+        } else {
+            None
+        };
         let control = match &args.control {
             Some(path) => Some(control::Server::bind(path)?),
             None => None,
@@ -127,7 +132,12 @@ impl Supervisor {
             me_pgid: nix::unistd::getpgrp(),
             signals,
             parent,
-            child: MainChild { pid: None, pidfd: None, status: None, spawn_error: None },
+            child: MainChild {
+                pid: None,
+                pidfd: None,
+                status: None,
+                spawn_error: None,
+            },
             tty: false,
             started: Instant::now(),
             reaped: 0,
@@ -170,7 +180,10 @@ impl Supervisor {
         self.started = Instant::now();
         match spawn::spawn_main(&self.args.command, setup) {
             Ok(pid) => {
-                msg::verbose(format_args!("started {:?} as pid {pid}", self.args.command[0]));
+                msg::verbose(format_args!(
+                    "started {:?} as pid {pid}",
+                    self.args.command[0]
+                ));
                 self.child.pid = Some(pid);
                 // The child stays our unreaped child until we wait for it, so its pid is stable.
                 self.child.pidfd = sys::pidfd_open(pid).ok();
@@ -196,13 +209,17 @@ impl Supervisor {
         ChildSetup {
             new_session: self.args.session,
             foreground_tty: foreground.then_some(0),
-            parent_death_signal: (!self.args.child_pdeathsig.is_none()).then_some(self.args.child_pdeathsig),
+            parent_death_signal: (!self.args.child_pdeathsig.is_none())
+                .then_some(self.args.child_pdeathsig),
             parent: nix::unistd::getpid().as_raw(),
         }
     }
 
     fn timeout_deadline(&self) -> Option<Instant> {
-        self.args.timeout.filter(|t| !t.is_zero()).map(|t| self.started + t)
+        self.args
+            .timeout
+            .filter(|t| !t.is_zero())
+            .map(|t| self.started + t)
     }
 
     fn main_done(&self) -> bool {
@@ -231,20 +248,41 @@ impl Supervisor {
                 deadline = earliest(deadline, c.deadline());
             }
             let ready = {
-                let mut interests = vec![Interest { token: Token::Signals, fd: self.signals.as_fd(), events: PollFlags::POLLIN }];
-                if let (Some(fd), State::Running | State::Watching(_)) = (&self.parent, &self.state) {
-                    interests.push(Interest { token: Token::Parent, fd: fd.as_fd(), events: PollFlags::POLLIN });
+                let mut interests = vec![Interest {
+                    token: Token::Signals,
+                    fd: self.signals.as_fd(),
+                    events: PollFlags::POLLIN,
+                }];
+                if let (Some(fd), State::Running | State::Watching(_)) = (&self.parent, &self.state)
+                {
+                    interests.push(Interest {
+                        token: Token::Parent,
+                        fd: fd.as_fd(),
+                        events: PollFlags::POLLIN,
+                    });
                 }
                 if let State::Stopping(s) | State::Watching(s) = &self.state {
-                    interests.extend(s.pidfds().map(|(pid, fd)| Interest { token: Token::Member(pid), fd, events: PollFlags::POLLIN }));
+                    interests.extend(s.pidfds().map(|(pid, fd)| Interest {
+                        token: Token::Member(pid),
+                        fd,
+                        events: PollFlags::POLLIN,
+                    }));
                 }
                 for (id, e) in &self.execs {
                     if let Some(s) = &e.stop {
-                        interests.extend(s.pidfds().map(|(pid, fd)| Interest { token: Token::ExecMember(*id, pid), fd, events: PollFlags::POLLIN }));
+                        interests.extend(s.pidfds().map(|(pid, fd)| Interest {
+                            token: Token::ExecMember(*id, pid),
+                            fd,
+                            events: PollFlags::POLLIN,
+                        }));
                     }
                 }
                 if let Some(c) = &self.control {
-                    interests.extend(c.interests().into_iter().map(|(t, fd, events)| Interest { token: Token::Control(t), fd, events }));
+                    interests.extend(c.interests().into_iter().map(|(t, fd, events)| Interest {
+                        token: Token::Control(t),
+                        fd,
+                        events,
+                    }));
                 }
                 event_loop::wait(&interests, deadline).context("waiting for events (poll)")?
             };
@@ -271,13 +309,18 @@ impl Supervisor {
                 }
             }
             if got_signals {
-                let infos = sys::read_signals(self.signals.as_fd()).context("reading signals (signalfd)")?;
+                let infos = sys::read_signals(self.signals.as_fd())
+                    .context("reading signals (signalfd)")?;
                 let mut chld = false;
                 // Signals first: a SIGCONT must be forwarded before a stale stop report is read.
                 for info in infos {
                     if info.sig == Sig::CHLD {
                         chld = true;
                     } else {
+                        msg::verbose(format_args!(
+                            "received {} from pid {}",
+                            info.sig, info.sender
+                        ));
                         self.on_signal(info.sig);
                     }
                 }
@@ -310,7 +353,10 @@ impl Supervisor {
             }
             if let Some(d) = self.timeout_deadline() {
                 if now >= d && matches!(self.state, State::Running | State::Watching(_)) {
-                    msg::verbose(format_args!("timeout after {:?}", self.args.timeout.unwrap_or_default()));
+                    msg::verbose(format_args!(
+                        "timeout after {:?}",
+                        self.args.timeout.unwrap_or_default()
+                    ));
                     self.begin_stop(Reason::Timeout, None);
                 }
             }
@@ -339,11 +385,16 @@ impl Supervisor {
     }
 
     fn finish_exec(&mut self, id: ConnId, now: Instant) {
-        let Some(mut e) = self.execs.remove(&id) else { return };
+        let Some(mut e) = self.execs.remove(&id) else {
+            return;
+        };
         let Some(stop) = e.stop.take() else { return };
         let outcome = stop.finish(now);
         let report = e.report(&outcome);
-        msg::verbose(format_args!("exec {} ended: status {} ({})", e.pid, report.status, report.reason));
+        msg::verbose(format_args!(
+            "exec {} ended: status {} ({})",
+            e.pid, report.status, report.reason
+        ));
         for (k, v) in &outcome.sent {
             *self.exec_sent.entry(k.clone()).or_default() += v;
         }
@@ -378,20 +429,31 @@ impl Supervisor {
             }
             control::Event::Request(id, Request::Exec(req)) => {
                 let refusal = if self.unconfirmed {
-                    Some(("stop_unconfirmed", "a stop in this run was not confirmed; no new execs".to_string()))
+                    Some((
+                        "stop_unconfirmed",
+                        "a stop in this run was not confirmed; no new execs".to_string(),
+                    ))
                 } else if !matches!(self.state, State::Running) {
                     Some(("stopping", "the run is stopping; no new execs".to_string()))
                 } else {
                     None
                 };
                 // An exec gets its own process group even when the main child has a session.
-                let setup = ChildSetup { new_session: false, ..self.child_setup(false) };
+                let setup = ChildSetup {
+                    new_session: false,
+                    ..self.child_setup(false)
+                };
                 let reply = match refusal {
                     Some((code, text)) => Err(control::error_line(code, &text)),
                     None => match Exec::start(id, req, setup) {
                         Ok(e) => {
-                            msg::verbose(format_args!("exec {:?} started as pid {}", e.argv, e.pid));
-                            let line = serde_json::json!({ "exec": { "pid": e.pid.as_raw() } }).to_string() + "\n";
+                            msg::verbose(format_args!(
+                                "exec {:?} started as pid {}",
+                                e.argv, e.pid
+                            ));
+                            let line = serde_json::json!({ "exec": { "pid": e.pid.as_raw() } })
+                                .to_string()
+                                + "\n";
                             self.execs.insert(id, e);
                             Ok(line)
                         }
@@ -463,12 +525,13 @@ impl Supervisor {
     }
 
     fn on_signal(&mut self, sig: Sig) {
-        msg::verbose(format_args!("received {sig}"));
         // The caller started us with it ignored (nohup, a background job's SIGINT): it asked
         // for the signal to be ignored, so it is neither forwarded nor a reason to stop. Being
         // blocked for the signalfd, it still reaches us, where a SIG_IGN alone would drop it.
         if sys::ignored_at_start(sig) {
-            msg::verbose(format_args!("{sig} was ignored when vloer-run started; not forwarded"));
+            msg::verbose(format_args!(
+                "{sig} was ignored when vloer-run started; not forwarded"
+            ));
             return;
         }
         let out = self.translate(sig);
@@ -529,7 +592,14 @@ impl Supervisor {
             ForwardTo::Child => return,
         };
         match result {
-            Ok(()) => msg::verbose(format_args!("forwarded {sig} to {} {pid}", if self.args.forward_to == ForwardTo::Group { "group" } else { "pid" })),
+            Ok(()) => msg::verbose(format_args!(
+                "forwarded {sig} to {} {pid}",
+                if self.args.forward_to == ForwardTo::Group {
+                    "group"
+                } else {
+                    "pid"
+                }
+            )),
             Err(e) => msg::verbose(format_args!("could not forward {sig}: {e}")),
         }
     }
@@ -555,7 +625,13 @@ impl Supervisor {
                     e.status = Some(state);
                     msg::verbose(format_args!("exec {pid} ended: {state:?}"));
                     let watch = false;
-                    let plan = StopPlan { scope: e.scope(), stop_signal: self.args.stop_signal, grace: self.args.grace, kill_timeout: self.args.kill_timeout, first: None };
+                    let plan = StopPlan {
+                        scope: e.scope(),
+                        stop_signal: self.args.stop_signal,
+                        grace: self.args.grace,
+                        kill_timeout: self.args.kill_timeout,
+                        first: None,
+                    };
                     e.begin_stop(ExecEnd::Exited, plan, watch);
                 }
                 continue;
@@ -574,7 +650,8 @@ impl Supervisor {
                             WhenChildExits::Stop => self.begin_stop(Reason::ChildExited, None),
                             WhenChildExits::Wait => {
                                 self.reason = Some(Reason::ChildExited);
-                                self.state = State::Watching(Stop::watch(self.plan(None), Instant::now()));
+                                self.state =
+                                    State::Watching(Stop::watch(self.plan(None), Instant::now()));
                                 self.stop_execs();
                             }
                         }
@@ -587,7 +664,10 @@ impl Supervisor {
                 ChildState::Stopped(sig) if is_main && sig.is_job_control() && !self.pid1 => {
                     // Only stop along if the child is still stopped: a SIGCONT may have been
                     // forwarded since this report was queued.
-                    let still = crate::proctable::read(pid).ok().flatten().filter(|p| p.state == "T");
+                    let still = crate::proctable::read(pid)
+                        .ok()
+                        .flatten()
+                        .filter(|p| p.state == "T");
                     if let (Some(p), State::Running) = (still, &self.state) {
                         // Stopped for reading or setting the terminal while our group has it: a
                         // job brought to the front by `fg` while it ran (no SIGCONT then). It only
@@ -598,14 +678,20 @@ impl Supervisor {
                             let _ = sys::killpg(p.pgid, Sig::CONT);
                             continue;
                         }
-                        msg::verbose(format_args!("child stopped by {sig}; stopping vloer-run too"));
+                        msg::verbose(format_args!(
+                            "child stopped by {sig}; stopping vloer-run too"
+                        ));
                         sys::stop_self(sig);
                     }
                 }
-                ChildState::Stopped(sig) if is_main && sig.is_job_control() && self.pid1 && self.tty => {
+                ChildState::Stopped(sig)
+                    if is_main && sig.is_job_control() && self.pid1 && self.tty =>
+                {
                     // As PID 1 there is no shell to `fg` the job: a Ctrl-Z would hang the
                     // terminal for good (dumb-init#184), so the child is continued at once.
-                    msg::verbose(format_args!("child stopped by {sig}; as PID 1 nobody could resume it, so continuing it"));
+                    msg::verbose(format_args!(
+                        "child stopped by {sig}; as PID 1 nobody could resume it, so continuing it"
+                    ));
                     if let Some(pgid) = crate::proctable::read(pid).ok().flatten().map(|p| p.pgid) {
                         let _ = sys::killpg(pgid, Sig::CONT);
                     }
@@ -655,12 +741,17 @@ impl Supervisor {
     /// Drives a stop to its end without the event loop (used after an internal failure).
     fn finish_stop_blocking(&mut self) -> anyhow::Result<()> {
         loop {
-            let State::Stopping(stop) = &mut self.state else { return Ok(()) };
+            let State::Stopping(stop) = &mut self.state else {
+                return Ok(());
+            };
             stop.progress(Instant::now());
             if stop.is_done() {
                 return Ok(());
             }
-            let wait = stop.deadline().map(|d| d.saturating_duration_since(Instant::now())).unwrap_or(Duration::ZERO);
+            let wait = stop
+                .deadline()
+                .map(|d| d.saturating_duration_since(Instant::now()))
+                .unwrap_or(Duration::ZERO);
             std::thread::sleep(wait.min(Duration::from_millis(20)));
             self.reap();
         }
@@ -672,7 +763,13 @@ impl Supervisor {
         let ids: Vec<ConnId> = self.execs.keys().copied().collect();
         for id in ids {
             if let Some(e) = self.execs.get_mut(&id) {
-                let plan = StopPlan { scope: e.scope(), stop_signal: self.args.stop_signal, grace: Duration::ZERO, kill_timeout: Duration::ZERO, first: None };
+                let plan = StopPlan {
+                    scope: e.scope(),
+                    stop_signal: self.args.stop_signal,
+                    grace: Duration::ZERO,
+                    kill_timeout: Duration::ZERO,
+                    first: None,
+                };
                 e.begin_stop(ExecEnd::RunEnded, plan, true);
             }
             self.finish_exec(id, Instant::now());
@@ -680,7 +777,10 @@ impl Supervisor {
         let state = std::mem::replace(&mut self.state, State::Running);
         let outcome = match state {
             State::Stopping(s) | State::Watching(s) => s.finish(Instant::now()),
-            State::Running => Outcome { error: Some("the run ended without a stop".into()), ..Outcome::default() },
+            State::Running => Outcome {
+                error: Some("the run ended without a stop".into()),
+                ..Outcome::default()
+            },
         };
         // The main child and other dead children are zombies now; collect their status.
         self.reap();
@@ -690,7 +790,12 @@ impl Supervisor {
         let error = (!errors.is_empty()).then(|| errors.join("; "));
         let mut survivors = outcome.survivors;
         for p in std::mem::take(&mut self.exec_survivors) {
-            if !survivors.iter().any(|q| q.pid == p.pid) && crate::proctable::read(p.pid).ok().flatten().is_some_and(|q| q.is_live() && q.starttime == p.starttime) {
+            if !survivors.iter().any(|q| q.pid == p.pid)
+                && crate::proctable::read(p.pid)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|q| q.is_live() && q.starttime == p.starttime)
+            {
                 survivors.push(p);
             }
         }
@@ -706,7 +811,9 @@ impl Supervisor {
             survivors,
             survivors_omitted: 0,
             reason,
-            signal: (reason == Reason::Signal).then(|| self.trigger.map(Sig::name)).flatten(),
+            signal: (reason == Reason::Signal)
+                .then(|| self.trigger.map(Sig::name))
+                .flatten(),
             child: self.child.report(),
             exit_code,
             scope: match self.args.scope {
@@ -719,7 +826,11 @@ impl Supervisor {
             error,
             schema: 1,
         };
-        Ended { verdict, control: self.control.take(), stop_waiters: std::mem::take(&mut self.stop_waiters) }
+        Ended {
+            verdict,
+            control: self.control.take(),
+            stop_waiters: std::mem::take(&mut self.stop_waiters),
+        }
     }
 
     fn exit_code(&self, stopped: bool, reason: Reason) -> i32 {
@@ -753,7 +864,9 @@ impl Supervisor {
         match sys::tcsetpgrp(0, pgid) {
             Ok(()) => true,
             Err(e) => {
-                msg::verbose(format_args!("could not give the terminal to the child's group: {e}"));
+                msg::verbose(format_args!(
+                    "could not give the terminal to the child's group: {e}"
+                ));
                 false
             }
         }
@@ -764,7 +877,8 @@ impl Supervisor {
             return;
         }
         let Some(fg) = sys::tcgetpgrp(0) else { return };
-        let group_gone = sys::killpg(fg, Sig::NONE).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH));
+        let group_gone =
+            sys::killpg(fg, Sig::NONE).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH));
         if Some(fg) == self.child.pid || group_gone {
             if let Err(e) = sys::tcsetpgrp(0, self.me_pgid) {
                 msg::verbose(format_args!("could not take the terminal back: {e}"));
@@ -800,9 +914,15 @@ fn forward_to_orphaned_group(pgid: Pid, sig: Sig) {
             Err(e) if e.kind() == std::io::ErrorKind::Unsupported => None,
             Err(_) => continue,
         };
-        let same = crate::proctable::read(p.pid).ok().flatten().is_some_and(|f| {
-            f.starttime == p.starttime && f.pgid == pgid && f.is_live() && crate::proctable::belongs(&f, Scope::Tree, &tree)
-        });
+        let same = crate::proctable::read(p.pid)
+            .ok()
+            .flatten()
+            .is_some_and(|f| {
+                f.starttime == p.starttime
+                    && f.pgid == pgid
+                    && f.is_live()
+                    && crate::proctable::belongs(&f, Scope::Tree, &tree)
+            });
         if !same {
             continue;
         }
@@ -814,14 +934,18 @@ fn forward_to_orphaned_group(pgid: Pid, sig: Sig) {
             sent += 1;
         }
     }
-    msg::verbose(format_args!("forwarded {sig} to {sent} process(es) left in the child's group {pgid}"));
+    msg::verbose(format_args!(
+        "forwarded {sig} to {sent} process(es) left in the child's group {pgid}"
+    ));
 }
 
 /// A pidfd on our parent, readable when it exits.
 fn watch_parent() -> anyhow::Result<Option<OwnedFd>> {
     let ppid = nix::unistd::getppid();
     if ppid.as_raw() <= 1 {
-        msg::warn(format_args!("--parent-death: the parent is already gone or is init; nothing to watch"));
+        msg::warn(format_args!(
+            "--parent-death: the parent is already gone or is init; nothing to watch"
+        ));
         return Ok(None);
     }
     match sys::pidfd_open(ppid) {

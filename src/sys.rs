@@ -16,7 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 static mut START_MASK: MaybeUninit<libc::sigset_t> = MaybeUninit::uninit();
 static START_CAPTURED: AtomicBool = AtomicBool::new(false);
 static START_SIGPIPE_IGNORED: AtomicBool = AtomicBool::new(false);
-static START_FD_CLOSED: [AtomicBool; 3] = [AtomicBool::new(false), AtomicBool::new(false), AtomicBool::new(false)];
+static START_FD_CLOSED: [AtomicBool; 3] = [
+    AtomicBool::new(false),
+    AtomicBool::new(false),
+    AtomicBool::new(false),
+];
 
 extern "C" fn capture_start_state() {
     // SAFETY: this runs from .init_array, before main and before any other thread exists, so the
@@ -30,10 +34,16 @@ extern "C" fn capture_start_state() {
         }
         let mut old = MaybeUninit::<libc::sigaction>::zeroed();
         if libc::sigaction(libc::SIGPIPE, std::ptr::null(), old.as_mut_ptr()) == 0 {
-            START_SIGPIPE_IGNORED.store(old.assume_init().sa_sigaction == libc::SIG_IGN, Ordering::SeqCst);
+            START_SIGPIPE_IGNORED.store(
+                old.assume_init().sa_sigaction == libc::SIG_IGN,
+                Ordering::SeqCst,
+            );
         }
         for (fd, closed) in START_FD_CLOSED.iter().enumerate() {
-            closed.store(libc::fcntl(fd as RawFd, libc::F_GETFD) == -1, Ordering::SeqCst);
+            closed.store(
+                libc::fcntl(fd as RawFd, libc::F_GETFD) == -1,
+                Ordering::SeqCst,
+            );
         }
     }
 }
@@ -77,7 +87,8 @@ pub fn ignored_at_start(sig: Sig) -> bool {
 }
 
 /// The soft RLIMIT_NOFILE vloer-run was started with, when it raised its own (u64::MAX: not raised).
-static START_NOFILE_SOFT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+static START_NOFILE_SOFT: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(u64::MAX);
 
 /// Raises vloer-run's own soft limit on open descriptors to the hard limit: a stop holds one pidfd
 /// per process, and the common soft limit of 1024 would turn a stop of a larger tree into EMFILE
@@ -94,7 +105,10 @@ pub fn raise_nofile_limit() {
     if lim.rlim_cur >= lim.rlim_max {
         return;
     }
-    let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+    let raised = libc::rlimit {
+        rlim_cur: lim.rlim_max,
+        rlim_max: lim.rlim_max,
+    };
     // SAFETY: setrlimit reads one valid rlimit.
     if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
         START_NOFILE_SOFT.store(lim.rlim_cur as u64, Ordering::SeqCst);
@@ -125,7 +139,10 @@ pub fn occupy_closed_std_fds() {
 /// /dev/null now, so a write to it "succeeds" without reaching anyone: the verdict sink must
 /// treat it as missing.
 pub fn closed_at_start(fd: RawFd) -> bool {
-    usize::try_from(fd).ok().and_then(|i| START_FD_CLOSED.get(i)).is_some_and(|c| c.load(Ordering::SeqCst))
+    usize::try_from(fd)
+        .ok()
+        .and_then(|i| START_FD_CLOSED.get(i))
+        .is_some_and(|c| c.load(Ordering::SeqCst))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,7 +216,10 @@ pub fn read_signals(fd: BorrowedFd<'_>) -> io::Result<Vec<SigInfo>> {
             // SAFETY: the kernel wrote `records` whole records.
             let info = unsafe { info.assume_init_ref() };
             if let Some(sig) = Sig::from_raw(info.ssi_signo as i32) {
-                out.push(SigInfo { sig, sender: Pid::from_raw(info.ssi_pid as i32) });
+                out.push(SigInfo {
+                    sig,
+                    sender: Pid::from_raw(info.ssi_pid as i32),
+                });
             }
         }
         // A read that did not fill the buffer took every signal pending; one sent since keeps the
@@ -262,7 +282,10 @@ fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
         if soft != u64::MAX {
             let mut lim = MaybeUninit::<libc::rlimit>::zeroed();
             if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0 {
-                let lim = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: lim.assume_init().rlim_max };
+                let lim = libc::rlimit {
+                    rlim_cur: soft as libc::rlim_t,
+                    rlim_max: lim.assume_init().rlim_max,
+                };
                 libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
             }
         }
@@ -320,23 +343,42 @@ pub fn spawn_vfork(argv: &[*const libc::c_char], setup: ChildSetup) -> io::Resul
             fail(shared, *libc::__errno_location())
         }
     }
-    assert!(argv.last().is_some_and(|p| p.is_null()) && argv.len() >= 2, "argv must be non-empty and null-terminated");
+    assert!(
+        argv.last().is_some_and(|p| p.is_null()) && argv.len() >= 2,
+        "argv must be non-empty and null-terminated"
+    );
     // Room for execvp's own stack use (PATH candidates, the script fallback's argv copy).
     let page = 4096;
     let size = (argv.len() * std::mem::size_of::<usize>() + 256 * 1024).div_ceil(page) * page;
     // SAFETY: a fresh private anonymous mapping; checked below.
     let stack = unsafe {
-        libc::mmap(std::ptr::null_mut(), size, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK, -1, 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            size,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        )
     };
     if stack == libc::MAP_FAILED {
         return Err(io::Error::last_os_error());
     }
-    let mut shared = Shared { argv: argv.as_ptr(), setup, errno: 0 };
+    let mut shared = Shared {
+        argv: argv.as_ptr(),
+        setup,
+        errno: 0,
+    };
     // SAFETY: `child` runs on the top of the new mapping (stacks grow down on every Linux target
     // vloer-run builds for); CLONE_VFORK keeps us from touching `shared` or the stack until the
     // child no longer uses them.
     let pid = unsafe {
-        libc::clone(child, stack.cast::<u8>().add(size).cast(), libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD, std::ptr::addr_of_mut!(shared).cast())
+        libc::clone(
+            child,
+            stack.cast::<u8>().add(size).cast(),
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            std::ptr::addr_of_mut!(shared).cast(),
+        )
     };
     let clone_err = io::Error::last_os_error();
     // SAFETY: the child has exec'd or exited; nothing uses the mapping any more.
@@ -377,7 +419,14 @@ pub fn wait_any(job: Option<Pid>) -> io::Result<Option<(Pid, ChildState)>> {
     if let Some(job) = job {
         // SAFETY: as below; one specific child, so no walk over the others. An error (it was
         // already reaped) only means there is nothing to report for it.
-        pid = unsafe { libc::waitpid(job.as_raw(), &mut status, libc::WNOHANG | libc::WUNTRACED | libc::WCONTINUED) }.max(0);
+        pid = unsafe {
+            libc::waitpid(
+                job.as_raw(),
+                &mut status,
+                libc::WNOHANG | libc::WUNTRACED | libc::WCONTINUED,
+            )
+        }
+        .max(0);
     }
     if pid == 0 {
         // SAFETY: `status` is a valid out-pointer; WNOHANG makes the call non-blocking. The raw
@@ -439,7 +488,13 @@ pub fn have_pidfd() -> bool {
 pub fn pidfd_send_signal(fd: BorrowedFd<'_>, sig: Sig) -> io::Result<()> {
     // SAFETY: the descriptor is a live pidfd we own; info is NULL as the syscall allows.
     let rc = unsafe {
-        libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), sig.raw(), std::ptr::null::<libc::siginfo_t>(), 0 as libc::c_uint)
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig.raw(),
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        )
     };
     if rc < 0 {
         return Err(io::Error::last_os_error());
@@ -478,7 +533,9 @@ pub fn stop_self(sig: Sig) {
         // until SIGCONT. Then it is blocked again, as the signalfd needs.
         unsafe {
             libc::sigaddset(&mut set, sig.raw());
-            if libc::kill(libc::getpid(), sig.raw()) == 0 && libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) == 0 {
+            if libc::kill(libc::getpid(), sig.raw()) == 0
+                && libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) == 0
+            {
                 libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
                 return;
             }
@@ -536,7 +593,10 @@ pub fn own_received_fd(raw: RawFd) -> OwnedFd {
 
 /// Borrows one of the standard descriptors 0-2 for a query such as `fcntl(F_GETFD)`.
 pub fn borrow_std_fd(fd: RawFd) -> BorrowedFd<'static> {
-    assert!((0..3).contains(&fd), "only the standard descriptors are borrowed this way");
+    assert!(
+        (0..3).contains(&fd),
+        "only the standard descriptors are borrowed this way"
+    );
     // SAFETY: 0-2 are never closed by vloer-run, and the borrow is only used for queries that
     // fail harmlessly (EBADF) when the descriptor is not open.
     unsafe { BorrowedFd::borrow_raw(fd) }

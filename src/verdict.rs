@@ -73,13 +73,18 @@ impl Verdict {
             if v.survivors.is_empty() {
                 // Only the error can still be too long: in JSON a control character takes six
                 // bytes and many others three or four, so 1024 characters may be far over 4096.
-                let Some(e) = v.error.as_mut() else { return line };
+                let Some(e) = v.error.as_mut() else {
+                    return line;
+                };
                 let body = e.strip_suffix('…').unwrap_or(e);
                 if body.is_empty() {
                     return line;
                 }
                 // Every character is at least one byte of JSON, so this always shrinks the line.
-                let keep = body.chars().count().saturating_sub(line.len() - MAX_BYTES + 1);
+                let keep = body
+                    .chars()
+                    .count()
+                    .saturating_sub(line.len() - MAX_BYTES + 1);
                 *e = body.chars().take(keep).collect::<String>() + "…";
                 continue;
             }
@@ -129,13 +134,18 @@ impl Sink {
     pub fn write(&self, line: &str) -> Result<(), String> {
         if let Some(fd) = self.std_fd().filter(|fd| crate::sys::closed_at_start(*fd)) {
             let name = ["stdin", "stdout", "stderr"][fd as usize];
-            return Err(format!("writing the verdict to {name}: {name} was closed when vloer-run started"));
+            return Err(format!(
+                "writing the verdict to {name}: {name} was closed when vloer-run started"
+            ));
         }
         match self {
             Sink::Off => Ok(()),
-            Sink::Stdout => write_all_once(&mut std::io::stdout().lock(), line).map_err(|e| format!("writing the verdict to stdout: {e}")),
-            Sink::Stderr => write_all_once(&mut std::io::stderr().lock(), line).map_err(|e| format!("writing the verdict to stderr: {e}")),
-            Sink::Path(path) => write_path(path, line).map_err(|e| format!("writing the verdict to {}: {e}", path.display())),
+            Sink::Stdout => write_all_once(&mut std::io::stdout().lock(), line)
+                .map_err(|e| format!("writing the verdict to stdout: {e}")),
+            Sink::Stderr => write_all_once(&mut std::io::stderr().lock(), line)
+                .map_err(|e| format!("writing the verdict to stderr: {e}")),
+            Sink::Path(path) => write_path(path, line)
+                .map_err(|e| format!("writing the verdict to {}: {e}", path.display())),
         }
     }
 }
@@ -166,10 +176,12 @@ fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let special = path.starts_with("/dev/fd")
         || path.starts_with("/proc/self/fd")
-        || std::fs::metadata(path).map(|m| {
-            let t = m.file_type();
-            t.is_fifo() || t.is_char_device() || t.is_socket()
-        }).unwrap_or(false);
+        || std::fs::metadata(path)
+            .map(|m| {
+                let t = m.file_type();
+                t.is_fifo() || t.is_char_device() || t.is_socket()
+            })
+            .unwrap_or(false);
     if special {
         // O_NONBLOCK so a FIFO without a reader is an error (ENXIO), not a hang.
         let mut f = std::fs::OpenOptions::new()
@@ -178,7 +190,10 @@ fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
             .open(path)?;
         let n = f.write(line.as_bytes())?;
         if n != line.len() {
-            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {} bytes", line.len())));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                format!("short write: {n} of {} bytes", line.len()),
+            ));
         }
         return Ok(());
     }
@@ -186,10 +201,17 @@ fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
         _ => PathBuf::from("."),
     };
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = dir.join(format!(".{name}.vloer-run.{}", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(0o644).open(&tmp)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
         f.write_all(line.as_bytes())?;
         f.sync_all()?;
         std::fs::rename(&tmp, path)
@@ -201,10 +223,17 @@ fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
     // Kubernetes makes of /dev/termination-log: a host file bind-mounted into the container.
     // Replace its contents in place instead, in one write, as for a device.
     if matches!(&result, Err(e) if e.raw_os_error() == Some(libc::EBUSY)) {
-        let mut f = std::fs::OpenOptions::new().write(true).truncate(true).custom_flags(libc::O_CLOEXEC).open(path)?;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)?;
         let n = f.write(line.as_bytes())?;
         if n != line.len() {
-            return Err(std::io::Error::new(std::io::ErrorKind::WriteZero, format!("short write: {n} of {} bytes", line.len())));
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WriteZero,
+                format!("short write: {n} of {} bytes", line.len()),
+            ));
         }
         return f.sync_all();
     }
@@ -234,7 +263,11 @@ mod tests {
             survivors_omitted: 0,
             reason: Reason::Signal,
             signal: Some("SIGTERM".into()),
-            child: ChildReport { pid: Some(5), exit_code: None, signal: Some("SIGKILL".into()) },
+            child: ChildReport {
+                pid: Some(5),
+                exit_code: None,
+                signal: Some("SIGKILL".into()),
+            },
             exit_code: 125,
             scope: "tree",
             sent: BTreeMap::from([("SIGTERM".into(), 3)]),
@@ -259,16 +292,24 @@ mod tests {
 
         fn survivor() -> impl Strategy<Value = Proc> {
             let state = prop::sample::select(vec!["R", "S", "D", "T", "t", "I"]);
-            (any::<i32>(), any::<i32>(), any::<i32>(), any::<i32>(), state, nasty(20)).prop_map(|(pid, ppid, pgid, sid, state, comm)| Proc {
-                pid: Pid::from_raw(pid),
-                ppid: Pid::from_raw(ppid),
-                pgid: Pid::from_raw(pgid),
-                sid: Pid::from_raw(sid),
-                state: state.into(),
-                comm,
-                starttime: 0,
-                threads: 1,
-            })
+            (
+                any::<i32>(),
+                any::<i32>(),
+                any::<i32>(),
+                any::<i32>(),
+                state,
+                nasty(20),
+            )
+                .prop_map(|(pid, ppid, pgid, sid, state, comm)| Proc {
+                    pid: Pid::from_raw(pid),
+                    ppid: Pid::from_raw(ppid),
+                    pgid: Pid::from_raw(pgid),
+                    sid: Pid::from_raw(sid),
+                    state: state.into(),
+                    comm,
+                    starttime: 0,
+                    threads: 1,
+                })
         }
 
         proptest! {
@@ -323,7 +364,10 @@ mod tests {
             assert!(line.len() <= MAX_BYTES, "{n}: {}", line.len());
             let v: serde_json::Value = serde_json::from_str(&line).unwrap();
             let kept = v["survivors"].as_array().unwrap().len();
-            let omitted = v.get("survivors_omitted").and_then(|x| x.as_u64()).unwrap_or(0) as usize;
+            let omitted = v
+                .get("survivors_omitted")
+                .and_then(|x| x.as_u64())
+                .unwrap_or(0) as usize;
             assert_eq!(kept + omitted, n);
             assert_eq!(v.get("survivors_omitted").is_none(), omitted == 0);
         }

@@ -57,7 +57,9 @@ fn main() {
         args.remove(0);
         become_root();
     }
-    let Some(cmd) = args.first().cloned() else { die("no COMMAND; see the comment at the top of tests/helpers/child.rs") };
+    let Some(cmd) = args.first().cloned() else {
+        die("no COMMAND; see the comment at the top of tests/helpers/child.rs")
+    };
     let rest = &args[1..];
     match (cmd.as_str(), rest) {
         ("sleep", [ready]) => {
@@ -90,7 +92,9 @@ fn main() {
         ("check", []) => exit(0),
         ("storm", [ready]) => storm(ready),
         ("zombies", [n, pause_at, dir]) => zombies(parse_count(n), parse_count(pause_at), dir),
-        _ => die(&format!("bad arguments {args:?}; see the comment at the top of tests/helpers/child.rs")),
+        _ => die(&format!(
+            "bad arguments {args:?}; see the comment at the top of tests/helpers/child.rs"
+        )),
     }
 }
 
@@ -100,7 +104,8 @@ fn die(msg: &str) -> ! {
 }
 
 fn parse_count(n: &str) -> usize {
-    n.parse().unwrap_or_else(|_| die(&format!("'{n}' is not a count")))
+    n.parse()
+        .unwrap_or_else(|_| die(&format!("'{n}' is not a count")))
 }
 
 fn getpid() -> i32 {
@@ -117,7 +122,10 @@ fn arm_lifetime() {
 fn become_root() {
     // SAFETY: plain integer arguments; the result is checked.
     if unsafe { libc::setresuid(0, 0, 0) } != 0 {
-        die(&format!("setresuid(0, 0, 0): {}", std::io::Error::last_os_error()));
+        die(&format!(
+            "setresuid(0, 0, 0): {}",
+            std::io::Error::last_os_error()
+        ));
     }
 }
 
@@ -167,7 +175,11 @@ fn publish(path: &str, pids: &[i32]) {
 /// Appends one line in one write(2) to a file opened with O_APPEND, so concurrent writers never
 /// interleave within a line.
 fn append(path: &str, line: &str) {
-    let result = std::fs::OpenOptions::new().create(true).append(true).open(path).and_then(|mut f| f.write_all(line.as_bytes()));
+    let result = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
     if let Err(e) = result {
         die(&format!("appending to {path}: {e}"));
     }
@@ -260,7 +272,9 @@ fn reap_forever() -> ! {
     loop {
         let mut status = 0;
         // SAFETY: `status` is a valid out-pointer.
-        if unsafe { libc::waitpid(-1, &mut status, 0) } < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD) {
+        if unsafe { libc::waitpid(-1, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
+        {
             sleep_forever();
         }
     }
@@ -296,7 +310,10 @@ fn orphans(n: usize, ready: &str) -> ! {
     let _ = std::fs::File::from(report_r).read_to_string(&mut text);
     reap(middle);
     let mut pids = vec![getpid()];
-    pids.extend(text.split_whitespace().filter_map(|t| t.parse::<i32>().ok()));
+    pids.extend(
+        text.split_whitespace()
+            .filter_map(|t| t.parse::<i32>().ok()),
+    );
     publish(ready, &pids);
     sleep_forever()
 }
@@ -407,7 +424,10 @@ fn zombies(n: usize, pause_at: usize, dir: &str) -> ! {
         let mut bytes = Vec::new();
         let _ = std::fs::File::from(r).read_to_end(&mut bytes);
         reap(parent);
-        let pids: Vec<i32> = bytes.chunks_exact(4).map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]])).collect();
+        let pids: Vec<i32> = bytes
+            .chunks_exact(4)
+            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
         made += pids.len();
         if pids.is_empty() {
             die("zombies: a batch parent made no children");
@@ -425,7 +445,9 @@ fn parse_sig(s: &str) -> i32 {
         "USR2" => libc::SIGUSR2,
         "TERM" => libc::SIGTERM,
         "WINCH" => libc::SIGWINCH,
-        n => n.parse().unwrap_or_else(|_| die(&format!("unknown signal '{s}'"))),
+        n => n
+            .parse()
+            .unwrap_or_else(|_| die(&format!("unknown signal '{s}'"))),
     }
 }
 
@@ -442,7 +464,12 @@ fn exec_with(args: &[String]) -> ! {
         }
         i += 2;
     }
-    let argv: Vec<CString> = args.get(i + 1..).unwrap_or_default().iter().map(|a| CString::new(a.as_str()).expect("no NUL in arguments")).collect();
+    let argv: Vec<CString> = args
+        .get(i + 1..)
+        .unwrap_or_default()
+        .iter()
+        .map(|a| CString::new(a.as_str()).expect("no NUL in arguments"))
+        .collect();
     if argv.is_empty() {
         die("exec: no command after --");
     }
@@ -467,5 +494,9 @@ fn exec_with(args: &[String]) -> ! {
     unsafe {
         libc::execvp(ptrs[0], ptrs.as_ptr());
     }
-    die(&format!("exec {:?}: {}", args[i + 1], std::io::Error::last_os_error()))
+    die(&format!(
+        "exec {:?}: {}",
+        args[i + 1],
+        std::io::Error::last_os_error()
+    ))
 }

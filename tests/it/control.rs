@@ -25,8 +25,14 @@ impl Instance {
             args.extend(["--".into(), "sleep".into(), "1000".into()]);
         }
         let run = Run::new(&args).start();
-        wait_until("the control socket", || std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket()));
-        Instance { run, sock, _dir: dir }
+        wait_until("the control socket", || {
+            std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
+        });
+        Instance {
+            run,
+            sock,
+            _dir: dir,
+        }
     }
 
     fn sock(&self) -> String {
@@ -42,7 +48,8 @@ impl Instance {
     fn status(&self) -> serde_json::Value {
         let out = self.client(&["status"]);
         assert_eq!(out.code(), Some(0), "{out}");
-        serde_json::from_str(out.stdout.trim()).unwrap_or_else(|e| panic!("status is not JSON ({e}): {out}"))
+        serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("status is not JSON ({e}): {out}"))
     }
 
     fn stop(self) -> (harness::Finished, harness::Finished) {
@@ -62,7 +69,9 @@ fn raw(sock: &Path, request: &[u8]) -> String {
 }
 
 fn open_fds(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or(0)
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
 }
 
 #[test]
@@ -80,10 +89,18 @@ fn socket_is_private_and_removed_at_exit() {
 fn socket_mode_ignores_a_permissive_umask() {
     let dir = harness::tempdir();
     let sock = dir.path().join("s");
-    let script = format!("umask 000; exec {} --control {} -- sleep 1000", harness::bin(), path_str(&sock));
+    let script = format!(
+        "umask 000; exec {} --control {} -- sleep 1000",
+        harness::bin(),
+        path_str(&sock)
+    );
     let mut run = Run::new(["-c", &script]);
     run.cmd = std::process::Command::new("sh");
-    run.cmd.args(["-c", &script]).stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    run.cmd
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let running = run.start();
     wait_until("the control socket", || sock.exists());
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
@@ -99,7 +116,10 @@ fn a_live_socket_is_refused_and_a_stale_one_replaced() {
     let second = Run::new(["--control", &inst.sock(), "--", "true"]).finish();
     assert_eq!(second.code(), Some(125), "{second}");
     assert!(second.stderr.contains("another vloer-run"), "{second}");
-    assert!(harness::parse_verdict(&second.stderr).is_none(), "nothing was started, so no verdict: {second}");
+    assert!(
+        harness::parse_verdict(&second.stderr).is_none(),
+        "nothing was started, so no verdict: {second}"
+    );
     // The first instance still serves.
     assert_eq!(inst.status()["state"], "running");
     inst.stop();
@@ -116,7 +136,11 @@ fn a_live_socket_is_refused_and_a_stale_one_replaced() {
     std::fs::write(&file, "x").unwrap();
     let out = Run::new(["--control", &path_str(&file), "--", "true"]).finish();
     assert_eq!(out.code(), Some(125), "{out}");
-    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x", "a non-socket path must never be removed");
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "x",
+        "a non-socket path must never be removed"
+    );
 }
 
 #[test]
@@ -124,7 +148,8 @@ fn stop_reports_the_runs_own_verdict() {
     let inst = Instance::start(&[]);
     let (client, run) = inst.stop();
     assert_eq!(client.code(), Some(0), "{client}");
-    let theirs: serde_json::Value = serde_json::from_str(client.stdout.trim()).expect("verdict on stdout");
+    let theirs: serde_json::Value =
+        serde_json::from_str(client.stdout.trim()).expect("verdict on stdout");
     let ours = run.verdict();
     assert_eq!(theirs, ours, "client and run disagree\n{client}\n{run}");
     assert_eq!(ours["reason"], "control");
@@ -134,7 +159,9 @@ fn stop_reports_the_runs_own_verdict() {
 
 #[test]
 fn stop_client_exits_1_when_the_stop_is_not_confirmed() {
-    if !harness::is_root() && harness::skip("needs root to make /proc unreadable in a mount namespace") {
+    if !harness::is_root()
+        && harness::skip("needs root to make /proc unreadable in a mount namespace")
+    {
         return;
     }
     if !unshare_works() && harness::skip("unshare --mount is not available here") {
@@ -149,28 +176,42 @@ fn stop_client_exits_1_when_the_stop_is_not_confirmed() {
     );
     let mut run = Run::new(Vec::<String>::new());
     run.cmd = std::process::Command::new("unshare");
-    run.cmd.args(["--mount", "--propagation", "private", "sh", "-c", &script]);
-    run.cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    run.cmd
+        .args(["--mount", "--propagation", "private", "sh", "-c", &script]);
+    run.cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
     let running = run.start();
     wait_until("the control socket", || sock.exists());
     let out = Run::new(["stop", "--control", &path_str(&sock), "--grace", "100ms"]).finish();
     assert_eq!(out.code(), Some(1), "{out}");
     let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
     assert_eq!(v["stopped"], false);
-    assert!(v["error"].as_str().is_some_and(|e| e.contains("/proc")), "{v}");
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("/proc")),
+        "{v}"
+    );
     let run = running.finish();
     assert_eq!(run.code(), Some(125), "{run}");
 }
 
 fn unshare_works() -> bool {
-    std::process::Command::new("unshare").args(["--mount", "true"]).status().is_ok_and(|s| s.success())
+    std::process::Command::new("unshare")
+        .args(["--mount", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 #[test]
 fn stop_client_cannot_reach_a_missing_instance() {
     let dir = harness::tempdir();
     for args in [vec!["stop"], vec!["status"], vec!["exec", "--", "true"]] {
-        let mut full = vec![args[0].to_string(), "--control".into(), path_str(&dir.path().join("nobody"))];
+        let mut full = vec![
+            args[0].to_string(),
+            "--control".into(),
+            path_str(&dir.path().join("nobody")),
+        ];
         full.extend(args[1..].iter().map(|s| s.to_string()));
         let out = Run::new(&full).finish();
         assert_eq!(out.code(), Some(125), "{out}");
@@ -192,15 +233,27 @@ fn status_lists_the_child_and_running_execs() {
     let child = st["child"]["pid"].as_i64().unwrap() as i32;
     assert_eq!(st["child"]["alive"], true);
     let procs = st["processes"].as_array().unwrap();
-    assert!(procs.iter().any(|p| p["pid"] == child && p["cmdline"] == "sleep 1000"), "{st}");
-    assert!(procs.iter().any(|p| p["pid"] == exec_pid), "exec not among processes: {st}");
+    assert!(
+        procs
+            .iter()
+            .any(|p| p["pid"] == child && p["cmdline"] == "sleep 1000"),
+        "{st}"
+    );
+    assert!(
+        procs.iter().any(|p| p["pid"] == exec_pid),
+        "exec not among processes: {st}"
+    );
     let execs = st["execs"].as_array().unwrap();
     assert_eq!(execs.len(), 1, "{st}");
     assert_eq!(execs[0]["pid"], exec_pid);
     assert_eq!(execs[0]["argv"][0], "sh");
     let (_, run) = inst.stop();
     let exec = exec.finish();
-    assert_eq!(exec.code(), Some(143), "the exec was stopped with the run: {exec}");
+    assert_eq!(
+        exec.code(),
+        Some(143),
+        "the exec was stopped with the run: {exec}"
+    );
     assert!(!alive(exec_pid));
     assert_eq!(run.verdict()["stopped"], true);
 }
@@ -223,11 +276,30 @@ fn exec_output_status_and_parentage() {
     out.cmd.current_dir(dir.path());
     let out = out.finish();
     assert_eq!(out.code(), Some(7), "{out}");
-    assert!(out.stdout.contains(&format!("out:{}", inst.run.pid())), "the exec's parent is the instance: {out}");
+    assert!(
+        out.stdout.contains(&format!("out:{}", inst.run.pid())),
+        "the exec's parent is the instance: {out}"
+    );
     assert!(out.stderr.contains("err"), "{out}");
-    assert!(out.stdout.contains(&path_str(&dir.path().canonicalize().unwrap())), "cwd passed: {out}");
-    assert!(out.stdout.contains("env:marked"), "environment passed: {out}");
-    let signalled = Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", "kill -USR1 $$"]).finish();
+    assert!(
+        out.stdout
+            .contains(&path_str(&dir.path().canonicalize().unwrap())),
+        "cwd passed: {out}"
+    );
+    assert!(
+        out.stdout.contains("env:marked"),
+        "environment passed: {out}"
+    );
+    let signalled = Run::new([
+        "exec",
+        "--control",
+        &inst.sock(),
+        "--",
+        "sh",
+        "-c",
+        "kill -USR1 $$",
+    ])
+    .finish();
     assert_eq!(signalled.code(), Some(128 + libc::SIGUSR1), "{signalled}");
     let missing = Run::new(["exec", "--control", &inst.sock(), "--", "/nonexistent/cmd"]).finish();
     assert_eq!(missing.code(), Some(127), "{missing}");
@@ -241,17 +313,38 @@ fn exec_timeout_gives_124_and_its_tree_is_gone() {
     let pids = dir.path().join("pids");
     let script = format!("trap '' TERM; sleep 1000 & echo $! > {p}.1; (setsid sleep 1000 & echo $! > {p}.2); echo $$ > {p}; wait", p = path_str(&pids));
     let started = Instant::now();
-    let out = Run::new(["exec", "--control", &inst.sock(), "--timeout", "1s", "--", "sh", "-c", &script]).finish();
+    let out = Run::new([
+        "exec",
+        "--control",
+        &inst.sock(),
+        "--timeout",
+        "1s",
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ])
+    .finish();
     assert_eq!(out.code(), Some(124), "{out}");
     for suffix in ["", ".1", ".2"] {
-        let pid: i32 = std::fs::read_to_string(format!("{}{suffix}", path_str(&pids))).unwrap().trim().parse().unwrap();
-        assert!(!alive(pid), "pid {pid} of the exec's tree outlived its timeout");
+        let pid: i32 = std::fs::read_to_string(format!("{}{suffix}", path_str(&pids)))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(
+            !alive(pid),
+            "pid {pid} of the exec's tree outlived its timeout"
+        );
     }
     assert!(started.elapsed() < Duration::from_secs(30));
     // The run itself is untouched.
     assert_eq!(inst.status()["state"], "running");
     let (_, run) = inst.stop();
-    assert!(run.verdict()["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "the exec's TERM-ignoring shell was killed: {run}");
+    assert!(
+        run.verdict()["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1,
+        "the exec's TERM-ignoring shell was killed: {run}"
+    );
 }
 
 #[test]
@@ -261,14 +354,26 @@ fn killing_the_exec_client_stops_the_exec() {
         let dir = harness::tempdir();
         let ready = dir.path().join("ready");
         let script = format!("echo $$ > {}; exec sleep 1000", path_str(&ready));
-        let client = Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", &script]).start();
+        let client =
+            Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", &script]).start();
         let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
         assert!(alive(pid));
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(client.pid()), nix::sys::signal::Signal::try_from(sig).unwrap()).unwrap();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(client.pid()),
+            nix::sys::signal::Signal::try_from(sig).unwrap(),
+        )
+        .unwrap();
         let out = client.finish();
-        wait_until(&format!("exec {pid} to go after signal {sig} to its client"), || !alive(pid));
+        wait_until(
+            &format!("exec {pid} to go after signal {sig} to its client"),
+            || !alive(pid),
+        );
         if sig != libc::SIGKILL {
-            assert_eq!(out.code(), Some(143), "the client reports the exec's end: {out}");
+            assert_eq!(
+                out.code(),
+                Some(143),
+                "the client reports the exec's end: {out}"
+            );
         }
         assert!(inst.status()["execs"].as_array().unwrap().is_empty());
     }
@@ -310,8 +415,21 @@ fn a_peer_with_another_uid_is_refused() {
     let as_nobody = |client: &str| {
         let mut run = Run::new(Vec::<String>::new());
         run.cmd = std::process::Command::new("setpriv");
-        run.cmd.args(["--reuid", "65534", "--regid", "65534", "--clear-groups", harness::bin(), client, "--control", &inst.sock()]);
-        run.cmd.stdin(std::process::Stdio::null()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        run.cmd.args([
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            harness::bin(),
+            client,
+            "--control",
+            &inst.sock(),
+        ]);
+        run.cmd
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
         run.finish()
     };
     let out = as_nobody("status");
@@ -320,13 +438,24 @@ fn a_peer_with_another_uid_is_refused() {
     assert!(out.stdout.is_empty(), "{out}");
     let out = as_nobody("stop");
     assert_eq!(out.code(), Some(125), "{out}");
-    assert_eq!(inst.status()["state"], "running", "a refused stop changed nothing");
+    assert_eq!(
+        inst.status()["state"],
+        "running",
+        "a refused stop changed nothing"
+    );
     let (_, run) = inst.stop();
-    assert!(run.stderr.contains("refused a client with uid 65534"), "a log line names the refused peer: {run}");
+    assert!(
+        run.stderr.contains("refused a client with uid 65534"),
+        "a log line names the refused peer: {run}"
+    );
 }
 
 fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.exists())
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| Path::new(d).join(name))
+        .find(|p| p.exists())
 }
 
 #[test]
@@ -337,7 +466,10 @@ fn bad_clients_get_errors_while_others_are_served() {
     let silent = UnixStream::connect(&sock).unwrap();
     silent.set_read_timeout(Some(harness::LIMIT)).unwrap();
     let malformed = raw(&sock, b"{not json\n");
-    assert!(malformed.contains("\"code\":\"bad_request\""), "{malformed}");
+    assert!(
+        malformed.contains("\"code\":\"bad_request\""),
+        "{malformed}"
+    );
     let unknown = raw(&sock, b"{\"op\":\"reboot\"}\n");
     assert!(unknown.contains("\"code\":\"unknown_op\""), "{unknown}");
     let mut big = vec![b'x'; 1024 * 1024];
@@ -385,10 +517,14 @@ fn a_hundred_concurrent_status_requests_all_answer() {
         .collect();
     for t in threads {
         let reply = t.join().unwrap();
-        let v: serde_json::Value = serde_json::from_str(reply.trim()).unwrap_or_else(|e| panic!("{e}: {reply}"));
+        let v: serde_json::Value =
+            serde_json::from_str(reply.trim()).unwrap_or_else(|e| panic!("{e}: {reply}"));
         assert_eq!(v["pid"], pid);
     }
-    wait_until("vloer-run's descriptors to return to where they were", || open_fds(pid) == before);
+    wait_until(
+        "vloer-run's descriptors to return to where they were",
+        || open_fds(pid) == before,
+    );
     inst.stop();
 }
 
@@ -396,7 +532,10 @@ fn a_hundred_concurrent_status_requests_all_answer() {
 fn new_execs_are_refused_while_stopping() {
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
-    let script = format!("trap 'echo term' TERM; echo $$ > {}; while :; do sleep 0.05; done", path_str(&ready));
+    let script = format!(
+        "trap 'echo term' TERM; echo $$ > {}; while :; do sleep 0.05; done",
+        path_str(&ready)
+    );
     let inst = Instance::start(&["--grace", "30s", "--", "sh", "-c", &script]);
     let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
     let stopper = Run::new(["stop", "--control", &inst.sock()]).start();
@@ -404,7 +543,11 @@ fn new_execs_are_refused_while_stopping() {
     let refused = Run::new(["exec", "--control", &inst.sock(), "--", "true"]).finish();
     assert_eq!(refused.code(), Some(125), "{refused}");
     assert!(refused.stderr.contains("stopping"), "{refused}");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL).unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     let out = stopper.finish();
     assert_eq!(out.code(), Some(0), "{out}");
     inst.run.finish();

@@ -8,7 +8,15 @@ use std::time::{Duration, Instant};
 fn a_child_that_ignores_term_is_killed_after_the_grace() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new(["--grace", "500ms", "--", harness::helper(), "ignore-term", &harness::path_str(&ready)]).start();
+    let run = Run::new([
+        "--grace",
+        "500ms",
+        "--",
+        harness::helper(),
+        "ignore-term",
+        &harness::path_str(&ready),
+    ])
+    .start();
     let pid = harness::wait_for_pids(&ready)[0];
     run.signal(libc::SIGTERM);
     let f = run.finish();
@@ -19,7 +27,10 @@ fn a_child_that_ignores_term_is_killed_after_the_grace() {
     assert_eq!(v["child"]["signal"], "SIGKILL", "{f}");
     assert_eq!(f.code(), Some(137), "{f}");
     // SIGKILL only once the grace is over.
-    assert!(v["elapsed_ms"].as_u64().unwrap() >= 500, "killed before the grace ended: {f}");
+    assert!(
+        v["elapsed_ms"].as_u64().unwrap() >= 500,
+        "killed before the grace ended: {f}"
+    );
     assert!(!harness::alive_ours(pid, dir.path()));
 }
 
@@ -27,7 +38,16 @@ fn a_child_that_ignores_term_is_killed_after_the_grace() {
 fn a_tree_that_exits_on_term_ends_the_stop_at_once() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new(["--grace", "20s", "--", harness::helper(), "many", "3", &harness::path_str(&ready)]).start();
+    let run = Run::new([
+        "--grace",
+        "20s",
+        "--",
+        harness::helper(),
+        "many",
+        "3",
+        &harness::path_str(&ready),
+    ])
+    .start();
     let pids = harness::wait_for_pids(&ready);
     let signalled = Instant::now();
     run.signal(libc::SIGTERM);
@@ -38,10 +58,16 @@ fn a_tree_that_exits_on_term_ends_the_stop_at_once() {
     assert_eq!(v["sent"]["SIGTERM"], 4, "{f}");
     assert!(v["sent"].get("SIGKILL").is_none(), "{f}");
     // Generous for a loaded machine, and still far below the 20 s grace.
-    assert!(took < Duration::from_secs(8), "the stop took {took:?}: it waited for the grace: {f}");
+    assert!(
+        took < Duration::from_secs(8),
+        "the stop took {took:?}: it waited for the grace: {f}"
+    );
     assert!(v["elapsed_ms"].as_u64().unwrap() < 8000, "{f}");
     for pid in pids {
-        assert!(!harness::alive_ours(pid, dir.path()), "{pid} outlived the stop");
+        assert!(
+            !harness::alive_ours(pid, dir.path()),
+            "{pid} outlived the stop"
+        );
     }
 }
 
@@ -49,7 +75,17 @@ fn a_tree_that_exits_on_term_ends_the_stop_at_once() {
 fn stop_signal_chooses_the_polite_signal() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let f = Run::new(["--stop-signal", "HUP", "--", harness::helper(), "many", "2", &harness::path_str(&ready), "--then-exit"]).finish();
+    let f = Run::new([
+        "--stop-signal",
+        "HUP",
+        "--",
+        harness::helper(),
+        "many",
+        "2",
+        &harness::path_str(&ready),
+        "--then-exit",
+    ])
+    .finish();
     let v = f.verdict();
     assert_eq!(v["sent"], serde_json::json!({"SIGHUP": 2}), "{f}");
     assert_eq!(v["stopped"], true, "{f}");
@@ -62,7 +98,17 @@ fn kill_rounds_end_when_the_scope_is_empty() {
     // a 30 s kill timeout; the grace is what a TERM-ignoring child costs.
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new(["--grace", "200ms", "--kill-timeout", "30s", "--", harness::helper(), "ignore-term", &harness::path_str(&ready)]).start();
+    let run = Run::new([
+        "--grace",
+        "200ms",
+        "--kill-timeout",
+        "30s",
+        "--",
+        harness::helper(),
+        "ignore-term",
+        &harness::path_str(&ready),
+    ])
+    .start();
     harness::wait_for_pids(&ready);
     run.signal(libc::SIGTERM);
     let f = run.finish();

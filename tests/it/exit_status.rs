@@ -40,17 +40,37 @@ fn a_timeout_gives_124() {
     assert_eq!(v["stopped"], true, "{f}");
     assert_eq!(v["exit_code"], 124, "{f}");
     assert_eq!(v["child"]["signal"], "SIGTERM", "{f}");
-    assert!(f.elapsed >= std::time::Duration::from_millis(300), "ended before the timeout: {f}");
+    assert!(
+        f.elapsed >= std::time::Duration::from_millis(300),
+        "ended before the timeout: {f}"
+    );
 }
 
 #[test]
 fn preserve_status_gives_the_childs_status_after_a_timeout() {
     // Killed by the stop's SIGTERM: 128 + 15.
-    let f = Run::new(["--timeout", "300ms", "--preserve-status", "--", "sleep", "1000"]).finish();
+    let f = Run::new([
+        "--timeout",
+        "300ms",
+        "--preserve-status",
+        "--",
+        "sleep",
+        "1000",
+    ])
+    .finish();
     assert_eq!(f.code(), Some(143), "{f}");
     assert_eq!(f.verdict()["reason"], "timeout", "{f}");
     // A child that handles SIGTERM and exits with its own code.
-    let f = Run::new(["--timeout", "300ms", "--preserve-status", "--", "sh", "-c", "trap 'exit 7' TERM; while :; do sleep 0.05; done"]).finish();
+    let f = Run::new([
+        "--timeout",
+        "300ms",
+        "--preserve-status",
+        "--",
+        "sh",
+        "-c",
+        "trap 'exit 7' TERM; while :; do sleep 0.05; done",
+    ])
+    .finish();
     assert_eq!(f.code(), Some(7), "{f}");
     assert_eq!(f.verdict()["child"]["exit_code"], 7, "{f}");
 }
@@ -61,9 +81,22 @@ fn success_exit_maps_listed_codes_to_zero() {
     assert_eq!(f.code(), Some(0), "{f}");
     let v = f.verdict();
     assert_eq!(v["exit_code"], 0, "{f}");
-    assert_eq!(v["child"]["exit_code"], 3, "the verdict keeps the child's real code: {f}");
+    assert_eq!(
+        v["child"]["exit_code"], 3,
+        "the verdict keeps the child's real code: {f}"
+    );
     // Repeatable; codes not listed pass through.
-    let f = Run::new(["--success-exit", "3", "--success-exit", "143", "--", "sh", "-c", "exit 143"]).finish();
+    let f = Run::new([
+        "--success-exit",
+        "3",
+        "--success-exit",
+        "143",
+        "--",
+        "sh",
+        "-c",
+        "exit 143",
+    ])
+    .finish();
     assert_eq!(f.code(), Some(0), "{f}");
     let f = Run::new(["--success-exit", "3", "--", "sh", "-c", "exit 4"]).finish();
     assert_eq!(f.code(), Some(4), "{f}");
@@ -81,7 +114,10 @@ fn a_command_that_cannot_be_executed_gives_126() {
         let v = f.verdict();
         assert_eq!(v["exit_code"], 126, "{f}");
         assert!(v["child"]["pid"].is_null(), "{f}");
-        assert!(f.messages().iter().any(|l| l.starts_with("vloer-run: ")), "no message naming the failure: {f}");
+        assert!(
+            f.messages().iter().any(|l| l.starts_with("vloer-run: ")),
+            "no message naming the failure: {f}"
+        );
     }
 }
 
@@ -93,6 +129,11 @@ fn a_command_that_is_not_found_gives_127() {
         let v = f.verdict();
         assert_eq!(v["exit_code"], 127, "{f}");
         assert_eq!(v["stopped"], true, "{f}");
-        assert!(f.messages().iter().any(|l| l.starts_with("vloer-run: ") && l.contains(target)), "{f}");
+        assert!(
+            f.messages()
+                .iter()
+                .any(|l| l.starts_with("vloer-run: ") && l.contains(target)),
+            "{f}"
+        );
     }
 }

@@ -3,7 +3,10 @@
 //! SIGKILL to vloer-run itself. Every case is reproduced for real; huge inputs and the control
 //! socket under fuzzing are in huge.rs.
 
-use crate::harness::{self, alive, path_str, wait_for_pids, wait_for_text, wait_gone, wait_until, Adopted, Finished, Run, Running};
+use crate::harness::{
+    self, alive, path_str, wait_for_pids, wait_for_text, wait_gone, wait_until, Adopted, Finished,
+    Run, Running,
+};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -16,7 +19,9 @@ use std::time::{Duration, Instant};
 /// output captured.
 fn command(program: &str) -> Command {
     let mut cmd = Command::new(program);
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("VLOER_") {
             cmd.env_remove(k);
@@ -37,9 +42,17 @@ fn can_unshare(flags: &[&str]) -> bool {
     if !harness::is_root() {
         return !harness::skip("making namespaces needs root");
     }
-    match Command::new("unshare").args(flags).arg("true").stdin(Stdio::null()).output() {
+    match Command::new("unshare")
+        .args(flags)
+        .arg("true")
+        .stdin(Stdio::null())
+        .output()
+    {
         Ok(o) if o.status.success() => true,
-        Ok(o) => !harness::skip(&format!("unshare {flags:?} does not work here: {}", String::from_utf8_lossy(&o.stderr).trim())),
+        Ok(o) => !harness::skip(&format!(
+            "unshare {flags:?} does not work here: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
         Err(e) => !harness::skip(&format!("cannot run unshare: {e}")),
     }
 }
@@ -57,7 +70,8 @@ fn in_pid_namespace(script: &str, args: &[&str]) -> Running {
 /// A temporary folder anyone may write to (for processes that run under another uid).
 fn open_tempdir() -> tempfile::TempDir {
     let dir = harness::tempdir();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod 777");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777))
+        .expect("chmod 777");
     dir
 }
 
@@ -66,12 +80,20 @@ fn read(path: &Path) -> String {
 }
 
 fn verdict_in(path: &Path, context: &dyn std::fmt::Display) -> serde_json::Value {
-    harness::parse_verdict(&read(path)).unwrap_or_else(|| panic!("no verdict in {}:\n{}\n{context}", path.display(), read(path)))
+    harness::parse_verdict(&read(path)).unwrap_or_else(|| {
+        panic!(
+            "no verdict in {}:\n{}\n{context}",
+            path.display(),
+            read(path)
+        )
+    })
 }
 
 /// How many verdict lines a stream holds.
 fn verdicts(text: &str) -> usize {
-    text.lines().filter(|l| harness::parse_verdict(l).is_some()).count()
+    text.lines()
+        .filter(|l| harness::parse_verdict(l).is_some())
+        .count()
 }
 
 fn sent(v: &serde_json::Value, sig: &str) -> u64 {
@@ -81,17 +103,24 @@ fn sent(v: &serde_json::Value, sig: &str) -> u64 {
 /// A field of /proc/PID/status in kB (VmRSS) or as a number.
 fn status_number(pid: i32, field: &str) -> u64 {
     let status = read(Path::new(&format!("/proc/{pid}/status")));
-    harness::status_field(&status, field).split_whitespace().next().and_then(|n| n.parse().ok()).unwrap_or_else(|| panic!("{field} of {pid}: {status}"))
+    harness::status_field(&status, field)
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{field} of {pid}: {status}"))
 }
 
 fn open_fds(pid: i32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/fd")).map(|d| d.count()).unwrap_or_else(|e| panic!("/proc/{pid}/fd: {e}"))
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or_else(|e| panic!("/proc/{pid}/fd: {e}"))
 }
 
 /// The one-letter state of a process, or None when it is gone.
 fn state(pid: i32) -> Option<char> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next())
 }
 
 fn kill(pid: i32, sig: i32) {
@@ -123,20 +152,46 @@ fn closed_stderr_still_stops_the_tree_and_exits_125() {
     // The child (a shell: a Rust program would reopen fd 2 itself) notes whether it has an fd 2.
     let child = r#"if [ -e /proc/self/fd/2 ]; then echo open; else echo closed; fi > "$0"; exec "$1" many 2 "$2""#;
     let script = r#"exec 2>&-; exec "$1" --control "$2" -- sh -c "$3" "$4" "$5" "$6""#;
-    let run = sh(script, &[harness::bin(), &path_str(&sock), child, &path_str(&fd2), harness::helper(), &path_str(&ready)]);
+    let run = sh(
+        script,
+        &[
+            harness::bin(),
+            &path_str(&sock),
+            child,
+            &path_str(&fd2),
+            harness::helper(),
+            &path_str(&ready),
+        ],
+    );
     let pids = wait_for_pids(&ready);
     // The child gets stderr closed, as vloer-run got it (vloer-run keeps /dev/null there).
-    assert_eq!(read(&fd2).trim(), "closed", "the child must get fd 2 closed, as it was");
-    assert!(Path::new(&format!("/proc/{}/fd/2", run.pid())).exists(), "vloer-run must keep fd 2 taken (by /dev/null)");
+    assert_eq!(
+        read(&fd2).trim(),
+        "closed",
+        "the child must get fd 2 closed, as it was"
+    );
+    assert!(
+        Path::new(&format!("/proc/{}/fd/2", run.pid())).exists(),
+        "vloer-run must keep fd 2 taken (by /dev/null)"
+    );
     // The only channels left are a control client and the exit status.
     let client = Run::new(["stop", "--control", &path_str(&sock)]).finish();
     let out = run.finish();
     assert_eq!(out.code(), Some(125), "{out}");
-    assert!(out.stdout.is_empty() && out.stderr.is_empty(), "nothing may reach a closed stderr or stdout: {out}");
+    assert!(
+        out.stdout.is_empty() && out.stderr.is_empty(),
+        "nothing may reach a closed stderr or stdout: {out}"
+    );
     let v = client.stdout_verdict();
     assert_eq!(v["stopped"], true, "{client}");
     assert_eq!(v["exit_code"], 125, "{client}");
-    assert!(v["error"].as_str().unwrap_or_default().contains("stderr was closed"), "{client}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("stderr was closed"),
+        "{client}"
+    );
     assert_all_gone(&pids, &out);
 }
 
@@ -144,7 +199,11 @@ fn closed_stderr_still_stops_the_tree_and_exits_125() {
 fn closed_stderr_with_a_verdict_file_loses_nothing() {
     let dir = harness::tempdir();
     let file = dir.path().join("verdict.json");
-    let out = sh(r#"exec 2>&-; exec "$1" --verdict "$2" -- sh -c 'exit 3'"#, &[harness::bin(), &path_str(&file)]).finish();
+    let out = sh(
+        r#"exec 2>&-; exec "$1" --verdict "$2" -- sh -c 'exit 3'"#,
+        &[harness::bin(), &path_str(&file)],
+    )
+    .finish();
     assert_eq!(out.code(), Some(3), "{out}");
     let v = verdict_in(&file, &out);
     assert_eq!(v["stopped"], true);
@@ -153,9 +212,18 @@ fn closed_stderr_with_a_verdict_file_loses_nothing() {
 
 #[test]
 fn closed_stdout_for_the_verdict_is_reported_and_exits_125() {
-    let out = sh(r#"exec >&-; exec "$1" --verdict - -- sh -c 'exit 3'"#, &[harness::bin()]).finish();
+    let out = sh(
+        r#"exec >&-; exec "$1" --verdict - -- sh -c 'exit 3'"#,
+        &[harness::bin()],
+    )
+    .finish();
     assert_eq!(out.code(), Some(125), "{out}");
-    assert!(out.messages().iter().any(|m| m.contains("stdout was closed")), "{out}");
+    assert!(
+        out.messages()
+            .iter()
+            .any(|m| m.contains("stdout was closed")),
+        "{out}"
+    );
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
     assert_eq!(v["child"]["exit_code"], 3, "{out}");
@@ -165,19 +233,41 @@ fn closed_stdout_for_the_verdict_is_reported_and_exits_125() {
 fn broken_stdout_pipe_is_reported_not_a_death_by_sigpipe() {
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
-    let mut run = Run::new(["--verdict", "-", "--", harness::helper(), "many", "2", &path_str(&ready)]).start();
+    let mut run = Run::new([
+        "--verdict",
+        "-",
+        "--",
+        harness::helper(),
+        "many",
+        "2",
+        &path_str(&ready),
+    ])
+    .start();
     // The reader goes away before the verdict is written.
     drop(run.child.stdout.take());
     let pids = wait_for_pids(&ready);
     run.signal(libc::SIGTERM);
     let out = run.finish();
-    assert_eq!(out.status.code(), Some(125), "vloer-run must exit 125, not die of SIGPIPE: {out}");
-    assert!(out.stderr.contains("writing the verdict to stdout"), "the failure is reported on stderr: {out}");
+    assert_eq!(
+        out.status.code(),
+        Some(125),
+        "vloer-run must exit 125, not die of SIGPIPE: {out}"
+    );
+    assert!(
+        out.stderr.contains("writing the verdict to stdout"),
+        "the failure is reported on stderr: {out}"
+    );
     // The verdict itself falls back to stderr, with the failure in it.
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
     assert_eq!(v["exit_code"], 125, "{out}");
-    assert!(v["error"].as_str().unwrap_or_default().contains("Broken pipe"), "{out}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Broken pipe"),
+        "{out}"
+    );
     assert_all_gone(&pids, &out);
 }
 
@@ -202,8 +292,27 @@ fn verdict_on_a_broken_tmpfs(how: &str) -> Option<(Finished, Vec<i32>)> {
         exec "$@"
     "#;
     let mut cmd = command("unshare");
-    cmd.args(["--mount", "--propagation", "private", "sh", "-c", script, "sh", &path_str(&mnt), how])
-        .args([harness::bin(), "--verdict", &path_str(&mnt.join("verdict.json")), "--", harness::helper(), "many", "2", &path_str(&ready)]);
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+        &path_str(&mnt),
+        how,
+    ])
+    .args([
+        harness::bin(),
+        "--verdict",
+        &path_str(&mnt.join("verdict.json")),
+        "--",
+        harness::helper(),
+        "many",
+        "2",
+        &path_str(&ready),
+    ]);
     let run = Run { cmd }.start();
     let pids = wait_for_pids(&ready);
     run.signal(libc::SIGTERM);
@@ -212,23 +321,49 @@ fn verdict_on_a_broken_tmpfs(how: &str) -> Option<(Finished, Vec<i32>)> {
 
 #[test]
 fn read_only_verdict_folder_is_reported_and_exits_125() {
-    let Some((out, pids)) = verdict_on_a_broken_tmpfs("ro") else { return };
+    let Some((out, pids)) = verdict_on_a_broken_tmpfs("ro") else {
+        return;
+    };
     assert_eq!(out.code(), Some(125), "{out}");
-    assert!(out.messages().iter().any(|m| m.contains("verdict.json") && m.contains("Read-only file system")), "{out}");
+    assert!(
+        out.messages()
+            .iter()
+            .any(|m| m.contains("verdict.json") && m.contains("Read-only file system")),
+        "{out}"
+    );
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
-    assert!(v["error"].as_str().unwrap_or_default().contains("Read-only file system"), "{out}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Read-only file system"),
+        "{out}"
+    );
     assert_all_gone(&pids, &out);
 }
 
 #[test]
 fn full_verdict_filesystem_is_reported_and_exits_125() {
-    let Some((out, pids)) = verdict_on_a_broken_tmpfs("full") else { return };
+    let Some((out, pids)) = verdict_on_a_broken_tmpfs("full") else {
+        return;
+    };
     assert_eq!(out.code(), Some(125), "{out}");
-    assert!(out.messages().iter().any(|m| m.contains("verdict.json") && m.contains("No space left on device")), "{out}");
+    assert!(
+        out.messages()
+            .iter()
+            .any(|m| m.contains("verdict.json") && m.contains("No space left on device")),
+        "{out}"
+    );
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
-    assert!(v["error"].as_str().unwrap_or_default().contains("No space left"), "{out}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("No space left"),
+        "{out}"
+    );
     assert_all_gone(&pids, &out);
 }
 
@@ -275,16 +410,35 @@ fn a_recycled_child_pid_never_receives_a_signal() {
         echo "$B" > "$D/bystander-pid"
     "#;
     let out = in_pid_namespace(script, &[&d, harness::bin(), harness::helper()]).finish();
-    let ctx = format!("{out}\n--- vloer-run's log\n{}", read(&dir.path().join("log")));
-    assert!(!dir.path().join("fail").exists(), "{}\n{ctx}", read(&dir.path().join("fail")));
+    let ctx = format!(
+        "{out}\n--- vloer-run's log\n{}",
+        read(&dir.path().join("log"))
+    );
+    assert!(
+        !dir.path().join("fail").exists(),
+        "{}\n{ctx}",
+        read(&dir.path().join("fail"))
+    );
     assert_eq!(out.code(), Some(0), "{ctx}");
     let b = read(&dir.path().join("bystander-pid")).trim().to_string();
-    assert_eq!(read(&dir.path().join("bystander")).trim(), format!("ready {b}"), "the bystander (pid {b}) was signalled\n{ctx}");
-    assert_eq!(read(&dir.path().join("bystander-state")).trim(), "S", "the bystander must still live\n{ctx}");
+    assert_eq!(
+        read(&dir.path().join("bystander")).trim(),
+        format!("ready {b}"),
+        "the bystander (pid {b}) was signalled\n{ctx}"
+    );
+    assert_eq!(
+        read(&dir.path().join("bystander-state")).trim(),
+        "S",
+        "the bystander must still live\n{ctx}"
+    );
     let v = verdict_in(&dir.path().join("verdict"), &ctx);
     assert_eq!(v["stopped"], true, "{ctx}");
     assert_eq!(v["reason"], "child_exited", "{ctx}");
-    assert_eq!(sent(&v, "SIGKILL"), 1, "the held process is KILLed after the grace period\n{ctx}");
+    assert_eq!(
+        sent(&v, "SIGKILL"),
+        1,
+        "the held process is KILLed after the grace period\n{ctx}"
+    );
     assert_eq!(read(&dir.path().join("status")).trim(), "0", "{ctx}");
 }
 
@@ -301,8 +455,16 @@ fn group_scope_never_takes_a_recycled_group_for_the_child_s() {
     let d = path_str(dir.path());
     // The main child starts a member of its group and exits; the member waits for `go`, then
     // leaves the group for a session of its own.
-    std::fs::write(dir.path().join("child.sh"), "sh \"$1/member.sh\" \"$1\" \"$2\" &\necho $$ > \"$1/child\"\n").unwrap();
-    std::fs::write(dir.path().join("member.sh"), "until [ -e \"$1/go\" ]; do sleep 0.01; done\nexec setsid \"$2\" sleep \"$1/member\"\n").unwrap();
+    std::fs::write(
+        dir.path().join("child.sh"),
+        "sh \"$1/member.sh\" \"$1\" \"$2\" &\necho $$ > \"$1/child\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("member.sh"),
+        "until [ -e \"$1/go\" ]; do sleep 0.01; done\nexec setsid \"$2\" sleep \"$1/member\"\n",
+    )
+    .unwrap();
     let script = r#"
         D=$1 VR=$2 H=$3
         fail() { echo "$*" > "$D/fail"; exit 1; }
@@ -327,13 +489,32 @@ fn group_scope_never_takes_a_recycled_group_for_the_child_s() {
         echo "$B" > "$D/bystander-pid"
     "#;
     let out = in_pid_namespace(script, &[&d, harness::bin(), harness::helper()]).finish();
-    let ctx = format!("{out}\n--- vloer-run's log\n{}", read(&dir.path().join("log")));
-    assert!(!dir.path().join("fail").exists(), "{}\n{ctx}", read(&dir.path().join("fail")));
+    let ctx = format!(
+        "{out}\n--- vloer-run's log\n{}",
+        read(&dir.path().join("log"))
+    );
+    assert!(
+        !dir.path().join("fail").exists(),
+        "{}\n{ctx}",
+        read(&dir.path().join("fail"))
+    );
     let b = read(&dir.path().join("bystander-pid")).trim().to_string();
-    assert_eq!(read(&dir.path().join("bystander")).trim(), format!("ready {b}"), "the bystander (pid {b}) was signalled\n{ctx}");
-    assert_eq!(read(&dir.path().join("bystander-state")).trim(), "S", "the bystander must still live\n{ctx}");
+    assert_eq!(
+        read(&dir.path().join("bystander")).trim(),
+        format!("ready {b}"),
+        "the bystander (pid {b}) was signalled\n{ctx}"
+    );
+    assert_eq!(
+        read(&dir.path().join("bystander-state")).trim(),
+        "S",
+        "the bystander must still live\n{ctx}"
+    );
     let v = verdict_in(&dir.path().join("verdict"), &ctx);
-    assert_eq!((v["stopped"].as_bool(), v["reason"].as_str()), (Some(true), Some("timeout")), "{ctx}");
+    assert_eq!(
+        (v["stopped"].as_bool(), v["reason"].as_str()),
+        (Some(true), Some("timeout")),
+        "{ctx}"
+    );
     assert!(v["survivors"].as_array().unwrap().is_empty(), "{ctx}");
     assert_eq!(read(&dir.path().join("status")).trim(), "124", "{ctx}");
 }
@@ -370,11 +551,24 @@ fn fork_storm_converges_or_is_reported_truthfully_in_time() {
         done
         echo $left > "$D/left"
     "#;
-    let out = in_pid_namespace(script, &[&d, harness::bin(), harness::helper(), &uid, LIMIT]).finish();
-    let ctx = format!("{out}\n--- vloer-run's stderr\n{}", read(&dir.path().join("log")));
-    assert!(dir.path().join("ready").exists(), "the storm never started\n{ctx}");
+    let out = in_pid_namespace(
+        script,
+        &[&d, harness::bin(), harness::helper(), &uid, LIMIT],
+    )
+    .finish();
+    let ctx = format!(
+        "{out}\n--- vloer-run's stderr\n{}",
+        read(&dir.path().join("log"))
+    );
+    assert!(
+        dir.path().join("ready").exists(),
+        "the storm never started\n{ctx}"
+    );
     let v = verdict_in(&dir.path().join("verdict"), &ctx);
-    let left: usize = read(&dir.path().join("left")).trim().parse().unwrap_or_else(|_| panic!("no count of what was left\n{ctx}"));
+    let left: usize = read(&dir.path().join("left"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("no count of what was left\n{ctx}"));
     let status = read(&dir.path().join("status"));
     eprintln!("fork storm: {v}; {left} storm processes left");
     assert_eq!(v["reason"], "timeout", "{ctx}");
@@ -386,7 +580,10 @@ fn fork_storm_converges_or_is_reported_truthfully_in_time() {
         assert_eq!(left, 0, "stopped:true, yet storm processes live\n{ctx}");
         assert_eq!(status.trim(), "124", "{ctx}");
     } else {
-        assert!(left > 0 && !v["survivors"].as_array().unwrap().is_empty(), "stopped:false must be true too\n{ctx}");
+        assert!(
+            left > 0 && !v["survivors"].as_array().unwrap().is_empty(),
+            "stopped:false must be true too\n{ctx}"
+        );
         assert_eq!(status.trim(), "125", "{ctx}");
     }
 }
@@ -398,12 +595,23 @@ fn fork_storm_converges_or_is_reported_truthfully_in_time() {
 fn sigstopped_processes_still_end_on_the_stop_signal() {
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
-    let run = Run::new(["--grace", "30s", "--", harness::helper(), "many", "2", &path_str(&ready)]).start();
+    let run = Run::new([
+        "--grace",
+        "30s",
+        "--",
+        harness::helper(),
+        "many",
+        "2",
+        &path_str(&ready),
+    ])
+    .start();
     let pids = wait_for_pids(&ready);
     for pid in &pids {
         kill(*pid, libc::SIGSTOP);
     }
-    wait_until("every process stopped", || pids.iter().all(|p| state(*p) == Some('T')));
+    wait_until("every process stopped", || {
+        pids.iter().all(|p| state(*p) == Some('T'))
+    });
     run.signal(libc::SIGTERM);
     let out = run.finish();
     let v = out.verdict();
@@ -417,7 +625,11 @@ fn sigstopped_processes_still_end_on_the_stop_signal() {
 }
 
 fn have_strace() -> bool {
-    let ok = Command::new("strace").arg("-V").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+    let ok = Command::new("strace")
+        .arg("-V")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     ok || !harness::skip("strace is not installed (.ci/run installs it)")
 }
 
@@ -431,7 +643,12 @@ fn attach_strace(pid: i32) -> std::process::Child {
         .spawn()
         .expect("strace");
     let tpid = tracer.id().to_string();
-    wait_until("strace to attach", || harness::status_field(&read(Path::new(&format!("/proc/{pid}/status"))), "TracerPid") == tpid);
+    wait_until("strace to attach", || {
+        harness::status_field(
+            &read(Path::new(&format!("/proc/{pid}/status"))),
+            "TracerPid",
+        ) == tpid
+    });
     tracer
 }
 
@@ -452,9 +669,29 @@ fn traced_processes_still_end() {
     }
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
-    let run = Run::new(["--grace", "2s", "--kill-timeout", "3s", "--", "strace", "-q", "-o", "/dev/null", harness::helper(), "many", "1", &path_str(&ready)]).start();
+    let run = Run::new([
+        "--grace",
+        "2s",
+        "--kill-timeout",
+        "3s",
+        "--",
+        "strace",
+        "-q",
+        "-o",
+        "/dev/null",
+        harness::helper(),
+        "many",
+        "1",
+        &path_str(&ready),
+    ])
+    .start();
     let pids = wait_for_pids(&ready);
-    let inner = harness::status_field(&read(Path::new(&format!("/proc/{}/status", pids[0]))), "TracerPid").parse::<i32>().unwrap();
+    let inner = harness::status_field(
+        &read(Path::new(&format!("/proc/{}/status", pids[0]))),
+        "TracerPid",
+    )
+    .parse::<i32>()
+    .unwrap();
     assert_ne!(inner, 0, "strace traces the helper");
     let mut outer = [attach_strace(pids[1])];
     kill(inner, libc::SIGSTOP);
@@ -479,7 +716,18 @@ fn a_process_held_by_a_frozen_outside_tracer_is_reported_as_a_survivor() {
     }
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
-    let run = Run::new(["--grace", "1s", "--kill-timeout", "1s", "--", harness::helper(), "many", "1", &path_str(&ready)]).start();
+    let run = Run::new([
+        "--grace",
+        "1s",
+        "--kill-timeout",
+        "1s",
+        "--",
+        harness::helper(),
+        "many",
+        "1",
+        &path_str(&ready),
+    ])
+    .start();
     let pids = wait_for_pids(&ready);
     let mut tracers = [attach_strace(pids[1])];
     let frozen = tracers[0].id() as i32;
@@ -492,12 +740,23 @@ fn a_process_held_by_a_frozen_outside_tracer_is_reported_as_a_survivor() {
     let v = out.verdict();
     assert_eq!(v["stopped"], false, "{out}");
     assert_eq!(out.code(), Some(125), "{out}");
-    let survivors: Vec<(i64, &str)> = v["survivors"].as_array().unwrap().iter().map(|s| (s["pid"].as_i64().unwrap(), s["state"].as_str().unwrap())).collect();
+    let survivors: Vec<(i64, &str)> = v["survivors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["pid"].as_i64().unwrap(), s["state"].as_str().unwrap()))
+        .collect();
     assert_eq!(survivors, [(pids[1] as i64, "t")], "{out}");
     assert_eq!(held_state, Some('t'), "the survivor really was there");
     assert_eq!(sent(&v, "SIGKILL"), 1, "{out}");
-    assert!(v["elapsed_ms"].as_u64().unwrap() <= 3000, "grace 1 s + kill-timeout 1 s + 1 s: {out}");
-    assert!(wait_gone(pids[1], harness::LIMIT), "it ends once its tracer is gone");
+    assert!(
+        v["elapsed_ms"].as_u64().unwrap() <= 3000,
+        "grace 1 s + kill-timeout 1 s + 1 s: {out}"
+    );
+    assert!(
+        wait_gone(pids[1], harness::LIMIT),
+        "it ends once its tracer is gone"
+    );
 }
 
 #[test]
@@ -506,17 +765,40 @@ fn a_descendant_blocking_sigterm_is_killed_on_time() {
     let ready = dir.path().join("ready");
     // The main child (a shell) ends on SIGTERM; its child has SIGTERM blocked.
     let script = r#""$0" exec --block TERM -- "$0" sleep "$1" & wait"#;
-    let run = Run::new(["--grace", "2s", "--kill-timeout", "5s", "--", "sh", "-c", script, harness::helper(), &path_str(&ready)]).start();
+    let run = Run::new([
+        "--grace",
+        "2s",
+        "--kill-timeout",
+        "5s",
+        "--",
+        "sh",
+        "-c",
+        script,
+        harness::helper(),
+        &path_str(&ready),
+    ])
+    .start();
     let pids = wait_for_pids(&ready);
-    let blocked = harness::status_field(&read(Path::new(&format!("/proc/{}/status", pids[0]))), "SigBlk").to_string();
-    assert_ne!(u64::from_str_radix(&blocked, 16).unwrap() & (1 << (libc::SIGTERM - 1)), 0, "SIGTERM is not blocked: {blocked}");
+    let blocked = harness::status_field(
+        &read(Path::new(&format!("/proc/{}/status", pids[0]))),
+        "SigBlk",
+    )
+    .to_string();
+    assert_ne!(
+        u64::from_str_radix(&blocked, 16).unwrap() & (1 << (libc::SIGTERM - 1)),
+        0,
+        "SIGTERM is not blocked: {blocked}"
+    );
     run.signal(libc::SIGTERM);
     let out = run.finish();
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
     assert_eq!(sent(&v, "SIGKILL"), 1, "{out}");
     let elapsed = v["elapsed_ms"].as_u64().unwrap();
-    assert!((1900..3000).contains(&elapsed), "SIGKILL is due 2 s after SIGTERM, and no later than 1 s after that: {elapsed} ms\n{out}");
+    assert!(
+        (1900..3000).contains(&elapsed),
+        "SIGKILL is due 2 s after SIGTERM, and no later than 1 s after that: {elapsed} ms\n{out}"
+    );
     assert_all_gone(&pids, &out);
 }
 
@@ -530,7 +812,15 @@ const RSS_SLACK_KIB: u64 = 256;
 #[test]
 fn reaping_100k_zombies_keeps_memory_and_descriptors_flat() {
     let dir = harness::tempdir();
-    let run = Run::new(["--", harness::helper(), "zombies", "100000", "10000", &path_str(dir.path())]).start();
+    let run = Run::new([
+        "--",
+        harness::helper(),
+        "zombies",
+        "100000",
+        "10000",
+        &path_str(dir.path()),
+    ])
+    .start();
     let vr = run.pid();
     wait_for_pids(&dir.path().join("paused"));
     let (rss0, fds0) = (status_number(vr, "VmRSS"), open_fds(vr));
@@ -539,12 +829,21 @@ fn reaping_100k_zombies_keeps_memory_and_descriptors_flat() {
     let (rss1, fds1) = (status_number(vr, "VmRSS"), open_fds(vr));
     run.signal(libc::SIGTERM);
     let out = run.finish();
-    eprintln!("after 10k zombies: {rss0} kB, {fds0} fds; after {}: {rss1} kB, {fds1} fds; {:?}", made[0], out.elapsed);
+    eprintln!(
+        "after 10k zombies: {rss0} kB, {fds0} fds; after {}: {rss1} kB, {fds1} fds; {:?}",
+        made[0], out.elapsed
+    );
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
-    assert!(v["reaped"].as_u64().unwrap() >= 100_000, "the zombies did not reach vloer-run: {out}");
+    assert!(
+        v["reaped"].as_u64().unwrap() >= 100_000,
+        "the zombies did not reach vloer-run: {out}"
+    );
     assert_eq!(fds1, fds0, "open descriptors grew");
-    assert!(rss1 <= rss0 + RSS_SLACK_KIB, "VmRSS grew from {rss0} kB to {rss1} kB over 90,000 reaps");
+    assert!(
+        rss1 <= rss0 + RSS_SLACK_KIB,
+        "VmRSS grew from {rss0} kB to {rss1} kB over 90,000 reaps"
+    );
 }
 
 #[test]
@@ -564,7 +863,9 @@ fn forwarding_10k_signals_keeps_memory_and_descriptors_flat() {
             }
             sent_so_far += 100;
             // Pace by what arrived, so the queues never fill up.
-            wait_until("the forwarded signals", || read(&log).lines().filter(|l| *l == sig.to_string()).count() == sent_so_far);
+            wait_until("the forwarded signals", || {
+                read(&log).lines().filter(|l| *l == sig.to_string()).count() == sent_so_far
+            });
         }
     };
     send(1_000);
@@ -573,11 +874,24 @@ fn forwarding_10k_signals_keeps_memory_and_descriptors_flat() {
     let (rss1, fds1) = (status_number(vr, "VmRSS"), open_fds(vr));
     run.signal(libc::SIGTERM);
     let out = run.finish();
-    eprintln!("after 1k signals: {rss0} kB, {fds0} fds; after 10k: {rss1} kB, {fds1} fds; {:?}", out.elapsed);
-    assert_eq!(out.code(), Some(0), "the recorder exits 0 on SIGTERM: {out}");
-    assert_eq!(read(&log).lines().filter(|l| *l == sig.to_string()).count(), 10_000);
+    eprintln!(
+        "after 1k signals: {rss0} kB, {fds0} fds; after 10k: {rss1} kB, {fds1} fds; {:?}",
+        out.elapsed
+    );
+    assert_eq!(
+        out.code(),
+        Some(0),
+        "the recorder exits 0 on SIGTERM: {out}"
+    );
+    assert_eq!(
+        read(&log).lines().filter(|l| *l == sig.to_string()).count(),
+        10_000
+    );
     assert_eq!(fds1, fds0, "open descriptors grew");
-    assert!(rss1 <= rss0 + RSS_SLACK_KIB, "VmRSS grew from {rss0} kB to {rss1} kB over 9,000 signals");
+    assert!(
+        rss1 <= rss0 + RSS_SLACK_KIB,
+        "VmRSS grew from {rss0} kB to {rss1} kB over 9,000 signals"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -598,14 +912,19 @@ fn with_control(extra: &[&str], child: &[&str]) -> (Running, String, tempfile::T
 
 fn run_state(sock: &str) -> String {
     let out = Run::new(["status", "--control", sock]).finish();
-    serde_json::from_str::<serde_json::Value>(out.stdout.trim()).map(|v| v["state"].as_str().unwrap_or_default().to_string()).unwrap_or_default()
+    serde_json::from_str::<serde_json::Value>(out.stdout.trim())
+        .map(|v| v["state"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
 }
 
 #[test]
 fn sigterm_again_and_again_makes_one_stop_and_one_verdict() {
     let ready = harness::tempdir();
     let ready = ready.path().join("ready");
-    let (run, sock, _dir) = with_control(&["--grace", "2s"], &[harness::helper(), "ignore-term", &path_str(&ready)]);
+    let (run, sock, _dir) = with_control(
+        &["--grace", "2s"],
+        &[harness::helper(), "ignore-term", &path_str(&ready)],
+    );
     let pid = wait_for_pids(&ready)[0];
     run.signal(libc::SIGTERM);
     let first = Instant::now();
@@ -617,11 +936,19 @@ fn sigterm_again_and_again_makes_one_stop_and_one_verdict() {
     assert_eq!(verdicts(&out.stderr), 1, "{out}");
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
-    assert_eq!((v["reason"].as_str(), v["signal"].as_str()), (Some("signal"), Some("SIGTERM")), "{out}");
+    assert_eq!(
+        (v["reason"].as_str(), v["signal"].as_str()),
+        (Some("signal"), Some("SIGTERM")),
+        "{out}"
+    );
     // One stop: one SIGTERM from the stop itself (the others were forwarded), one SIGKILL, and
     // the grace period counted from the first SIGTERM, not restarted by the later ones.
     assert_eq!((sent(&v, "SIGTERM"), sent(&v, "SIGKILL")), (1, 1), "{out}");
-    assert!(first.elapsed() < Duration::from_millis(3500), "{:?}: {out}", first.elapsed());
+    assert!(
+        first.elapsed() < Duration::from_millis(3500),
+        "{:?}: {out}",
+        first.elapsed()
+    );
     assert_eq!(out.code(), Some(128 + libc::SIGKILL), "{out}");
     assert!(!alive(pid));
 }
@@ -632,7 +959,10 @@ fn sigterm_during_a_stop_keeps_its_reason_and_verdict() {
     let held = dir.path().join("held");
     // The main child exits 7 and leaves a TERM-ignoring process in its group.
     let script = r#""$0" ignore-term "$1" & until [ -s "$1" ]; do sleep 0.01; done; exit 7"#;
-    let (run, sock, _d) = with_control(&["--grace", "2s"], &["sh", "-c", script, harness::helper(), &path_str(&held)]);
+    let (run, sock, _d) = with_control(
+        &["--grace", "2s"],
+        &["sh", "-c", script, harness::helper(), &path_str(&held)],
+    );
     let pid = wait_for_pids(&held)[0];
     wait_until("the stop", || run_state(&sock) == "stopping");
     run.signal(libc::SIGTERM);
@@ -655,35 +985,79 @@ fn sigkill_to_vloer_run_sends_the_child_its_parent_death_signal() {
     let mut adopted = Adopted::new();
     let dir = harness::tempdir();
     let (out_log, grand_log) = (dir.path().join("child"), dir.path().join("grandchild"));
-    let run = Run::new(["--child-pdeathsig", "TERM", "--", harness::helper(), "record", &path_str(&out_log), &path_str(&grand_log)]).start();
-    wait_until("both recorders", || read(&out_log).starts_with("ready") && read(&grand_log).starts_with("ready"));
-    let pid_of = |log: &Path| read(log).lines().next().and_then(|l| l.strip_prefix("ready ")).and_then(|p| p.parse::<i32>().ok()).unwrap();
+    let run = Run::new([
+        "--child-pdeathsig",
+        "TERM",
+        "--",
+        harness::helper(),
+        "record",
+        &path_str(&out_log),
+        &path_str(&grand_log),
+    ])
+    .start();
+    wait_until("both recorders", || {
+        read(&out_log).starts_with("ready") && read(&grand_log).starts_with("ready")
+    });
+    let pid_of = |log: &Path| {
+        read(log)
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("ready "))
+            .and_then(|p| p.parse::<i32>().ok())
+            .unwrap()
+    };
     let (child, grand) = (pid_of(&out_log), pid_of(&grand_log));
     adopted.add(child);
     adopted.add(grand);
     run.signal(libc::SIGKILL);
     let out = run.finish();
-    assert_eq!(harness::parse_verdict(&out.stderr), None, "no verdict can be written after SIGKILL: {out}");
+    assert_eq!(
+        harness::parse_verdict(&out.stderr),
+        None,
+        "no verdict can be written after SIGKILL: {out}"
+    );
     wait_for_text(&out_log, &libc::SIGTERM.to_string());
-    assert!(wait_gone(child, harness::LIMIT), "the child exits on its parent-death signal");
-    assert!(alive(grand), "the grandchild is orphaned, not stopped (documented)");
-    assert_eq!(read(&grand_log).lines().count(), 1, "the grandchild got a signal: {}", read(&grand_log));
+    assert!(
+        wait_gone(child, harness::LIMIT),
+        "the child exits on its parent-death signal"
+    );
+    assert!(
+        alive(grand),
+        "the grandchild is orphaned, not stopped (documented)"
+    );
+    assert_eq!(
+        read(&grand_log).lines().count(),
+        1,
+        "the grandchild got a signal: {}",
+        read(&grand_log)
+    );
     adopted.end_all();
 
     // The default is SIGKILL; 0 turns it off.
     for (flag, survives) in [(&[][..], false), (&["--child-pdeathsig", "0"][..], true)] {
         let ready = dir.path().join(format!("ready-{survives}"));
         let mut args: Vec<String> = flag.iter().map(|s| s.to_string()).collect();
-        args.extend(["--".into(), harness::helper().into(), "sleep".into(), path_str(&ready)]);
+        args.extend([
+            "--".into(),
+            harness::helper().into(),
+            "sleep".into(),
+            path_str(&ready),
+        ]);
         let run = Run::new(&args).start();
         let child = wait_for_pids(&ready)[0];
         adopted.add(child);
         run.signal(libc::SIGKILL);
         run.finish();
         if survives {
-            assert!(alive(child), "--child-pdeathsig 0 must leave the child alone");
+            assert!(
+                alive(child),
+                "--child-pdeathsig 0 must leave the child alone"
+            );
         } else {
-            assert!(wait_gone(child, harness::LIMIT), "the default parent-death signal (SIGKILL) did not end the child");
+            assert!(
+                wait_gone(child, harness::LIMIT),
+                "the default parent-death signal (SIGKILL) did not end the child"
+            );
         }
         adopted.end_all();
     }

@@ -54,7 +54,11 @@ impl Finished {
 
 impl std::fmt::Display for Finished {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "status {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}", self.status, self.elapsed, self.stdout, self.stderr)
+        write!(
+            f,
+            "status {:?} after {:?}\n--- stdout\n{}\n--- stderr\n{}",
+            self.status, self.elapsed, self.stdout, self.stderr
+        )
     }
 }
 
@@ -90,7 +94,13 @@ impl Running {
         let mut err = Vec::new();
         let mut stdout = self.child.stdout.take();
         let mut stderr = self.child.stderr.take();
-        for fd in [stdout.as_ref().map(|p| p.as_fd()), stderr.as_ref().map(|p| p.as_fd())].into_iter().flatten() {
+        for fd in [
+            stdout.as_ref().map(|p| p.as_fd()),
+            stderr.as_ref().map(|p| p.as_fd()),
+        ]
+        .into_iter()
+        .flatten()
+        {
             set_nonblocking(fd);
         }
         let status = loop {
@@ -116,7 +126,12 @@ impl Running {
         // Everything vloer-run wrote is in the pipes now that it has exited.
         drain(&mut stdout, &mut out);
         drain(&mut stderr, &mut err);
-        Finished { status, stdout: String::from_utf8_lossy(&out).into_owned(), stderr: String::from_utf8_lossy(&err).into_owned(), elapsed }
+        Finished {
+            status,
+            stdout: String::from_utf8_lossy(&out).into_owned(),
+            stderr: String::from_utf8_lossy(&err).into_owned(),
+            elapsed,
+        }
     }
 
     /// Sends `sig` to vloer-run (it is our unreaped child, so its pid cannot be recycled).
@@ -128,7 +143,11 @@ impl Running {
 fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>) {
     use nix::fcntl::{fcntl, FcntlArg, OFlag};
     let flags = fcntl(fd, FcntlArg::F_GETFL).expect("F_GETFL");
-    fcntl(fd, FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK)).expect("F_SETFL");
+    fcntl(
+        fd,
+        FcntlArg::F_SETFL(OFlag::from_bits_truncate(flags) | OFlag::O_NONBLOCK),
+    )
+    .expect("F_SETFL");
 }
 
 /// Reads what a non-blocking pipe holds right now; drops it at end of file.
@@ -184,7 +203,10 @@ impl TreeGuard {
 
 pub fn kill_pid(pid: i32, sig: i32) {
     // Only pids learned from this test's own tree (or adopted by it) ever get here.
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::try_from(sig).ok());
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::try_from(sig).ok(),
+    );
 }
 
 /// Every live descendant of `root` (not `root` itself), read from /proc.
@@ -196,7 +218,11 @@ pub fn descendants(root: i32) -> Vec<i32> {
         if !seen.insert(pid) {
             continue;
         }
-        for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             if let Ok(s) = std::fs::read_to_string(task.path().join("children")) {
                 for c in s.split_whitespace().filter_map(|t| t.parse::<i32>().ok()) {
                     out.push(c);
@@ -212,7 +238,10 @@ pub fn descendants(root: i32) -> Vec<i32> {
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
-            let state = s.rsplit_once(')').map(|(_, r)| r.trim_start().chars().next().unwrap_or('?')).unwrap_or('?');
+            let state = s
+                .rsplit_once(')')
+                .map(|(_, r)| r.trim_start().chars().next().unwrap_or('?'))
+                .unwrap_or('?');
             !matches!(state, 'Z' | 'X')
         }
         Err(_) => false,
@@ -251,7 +280,9 @@ impl Run {
     {
         let mut cmd = Command::new(bin());
         cmd.args(args);
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         // A test's environment must not configure the run by accident.
         for (k, _) in std::env::vars_os() {
             if k.to_string_lossy().starts_with("VLOER_") {
@@ -269,7 +300,14 @@ impl Run {
     pub fn start(mut self) -> Running {
         let child = self.cmd.spawn().expect("spawning vloer-run");
         let pid = child.id() as i32;
-        Running { child, started: Instant::now(), guard: TreeGuard { roots: vec![pid], extra: HashSet::new() } }
+        Running {
+            child,
+            started: Instant::now(),
+            guard: TreeGuard {
+                roots: vec![pid],
+                extra: HashSet::new(),
+            },
+        }
     }
 
     pub fn finish(self) -> Finished {
@@ -301,7 +339,9 @@ impl Run {
         let mut run = Run::new(args);
         let mut cmd = Command::new(wrapper[0]);
         cmd.args(&wrapper[1..]).arg(bin()).args(run.cmd.get_args());
-        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
         for (k, v) in run.cmd.get_envs() {
             match v {
                 Some(v) => cmd.env(k, v),
@@ -326,27 +366,45 @@ impl Finished {
 
     /// Lines on stderr that are not the verdict.
     pub fn messages(&self) -> Vec<&str> {
-        self.stderr.lines().filter(|l| parse_verdict(l).is_none()).collect()
+        self.stderr
+            .lines()
+            .filter(|l| parse_verdict(l).is_none())
+            .collect()
     }
 }
 
 /// Waits for a helper's published pid file and returns the pids in it (its own first).
 pub fn wait_for_pids(path: &Path) -> Vec<i32> {
-    wait_for_line(path).split_whitespace().map(|t| t.parse().unwrap_or_else(|_| panic!("pid file {} holds {t:?}", path.display()))).collect()
+    wait_for_line(path)
+        .split_whitespace()
+        .map(|t| {
+            t.parse()
+                .unwrap_or_else(|_| panic!("pid file {} holds {t:?}", path.display()))
+        })
+        .collect()
 }
 
 /// The pids in a log that helpers append to (one per line), whatever is there now.
 pub fn read_pids(path: &Path) -> Vec<i32> {
-    std::fs::read_to_string(path).unwrap_or_default().split_whitespace().filter_map(|t| t.parse().ok()).collect()
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect()
 }
 
 /// Waits until the file at `path` has a line equal to `line`.
 pub fn wait_for_text(path: &Path, line: &str) {
-    wait_until(&format!("the line {line:?} in {}", path.display()), || has_line(path, line));
+    wait_until(&format!("the line {line:?} in {}", path.display()), || {
+        has_line(path, line)
+    });
 }
 
 pub fn has_line(path: &Path, line: &str) -> bool {
-    std::fs::read_to_string(path).unwrap_or_default().lines().any(|l| l == line)
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l == line)
 }
 
 /// Waits at most `limit` for `pid` to be gone (or a zombie); true when it is.
@@ -379,7 +437,8 @@ pub fn alive_ours(pid: i32, marker: &Path) -> bool {
 
 fn cmdline_mentions(pid: i32, marker: &Path) -> bool {
     let needle = marker.as_os_str().as_encoded_bytes();
-    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|c| c.windows(needle.len()).any(|w| w == needle))
 }
 
 /// Processes that left vloer-run's tree on purpose (or outlived it) and that the test must end
@@ -400,7 +459,10 @@ impl Adopted {
 
     /// Takes only live processes whose command line mentions `marker`.
     pub fn ours(marker: &Path) -> Adopted {
-        Adopted { marker: Some(marker.to_path_buf()), procs: Vec::new() }
+        Adopted {
+            marker: Some(marker.to_path_buf()),
+            procs: Vec::new(),
+        }
     }
 
     /// Takes `pid` in charge when it is alive (and ours); returns whether it was taken.
@@ -439,15 +501,33 @@ impl Adopted {
         for (pid, fd) in procs.iter().rev() {
             // SAFETY: `fd` is a live pidfd we own; info is NULL as the syscall allows.
             unsafe {
-                libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0 as libc::c_uint);
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0 as libc::c_uint,
+                );
             }
-            assert!(wait_gone(*pid, LIMIT), "pid {pid} survived SIGKILL from the test");
+            assert!(
+                wait_gone(*pid, LIMIT),
+                "pid {pid} survived SIGKILL from the test"
+            );
             let ppid = std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.split_whitespace().nth(1).and_then(|t| t.parse::<i32>().ok())));
+                .and_then(|s| {
+                    s.rsplit_once(')').and_then(|(_, r)| {
+                        r.split_whitespace()
+                            .nth(1)
+                            .and_then(|t| t.parse::<i32>().ok())
+                    })
+                });
             if let Some(ppid) = ppid.filter(|p| ours.contains(p) && alive(*p)) {
                 let deadline = Instant::now() + Duration::from_secs(5);
-                while Path::new(&format!("/proc/{pid}")).exists() && alive(ppid) && Instant::now() < deadline {
+                while Path::new(&format!("/proc/{pid}")).exists()
+                    && alive(ppid)
+                    && Instant::now() < deadline
+                {
                     std::thread::sleep(Duration::from_millis(1));
                 }
             }
@@ -460,7 +540,13 @@ impl Drop for Adopted {
         for (_, fd) in &self.procs {
             // SAFETY: as in end_all.
             unsafe {
-                libc::syscall(libc::SYS_pidfd_send_signal, fd.as_raw_fd(), libc::SIGKILL, std::ptr::null::<libc::siginfo_t>(), 0 as libc::c_uint);
+                libc::syscall(
+                    libc::SYS_pidfd_send_signal,
+                    fd.as_raw_fd(),
+                    libc::SIGKILL,
+                    std::ptr::null::<libc::siginfo_t>(),
+                    0 as libc::c_uint,
+                );
             }
         }
     }
@@ -471,18 +557,28 @@ impl Drop for Adopted {
 /// leader the test knows, while the group still has members.
 pub fn end_group(pgid: i32) {
     assert!(pgid > 1, "refusing to signal group {pgid}");
-    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pgid), nix::sys::signal::Signal::SIGKILL);
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pgid),
+        nix::sys::signal::Signal::SIGKILL,
+    );
 }
 
 /// The live children of `pid` with their states, from /proc (zombies included, state `Z`).
 pub fn children_states(pid: i32) -> Vec<(i32, char)> {
     let mut out = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         if let Ok(s) = std::fs::read_to_string(task.path().join("children")) {
             for c in s.split_whitespace().filter_map(|t| t.parse::<i32>().ok()) {
                 let state = std::fs::read_to_string(format!("/proc/{c}/stat"))
                     .ok()
-                    .and_then(|s| s.rsplit_once(')').and_then(|(_, r)| r.trim_start().chars().next()))
+                    .and_then(|s| {
+                        s.rsplit_once(')')
+                            .and_then(|(_, r)| r.trim_start().chars().next())
+                    })
                     .unwrap_or('?');
                 out.push((c, state));
             }

@@ -14,13 +14,20 @@ use std::time::{Duration, Instant};
 
 /// ARG_MAX as the C library reports it (the kernel's limit for argv and environment together).
 fn arg_max() -> usize {
-    let out = std::process::Command::new("getconf").arg("ARG_MAX").output().expect("getconf ARG_MAX");
-    String::from_utf8_lossy(&out.stdout).trim().parse().expect("ARG_MAX is a number")
+    let out = std::process::Command::new("getconf")
+        .arg("ARG_MAX")
+        .output()
+        .expect("getconf ARG_MAX");
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .expect("ARG_MAX is a number")
 }
 
 /// What the kernel charges for an environment: every `NAME=VALUE\0` and a pointer to it.
 fn env_cost<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>) -> usize {
-    vars.map(|(k, v)| k.len() + 1 + v.len() + 1 + std::mem::size_of::<usize>()).sum()
+    vars.map(|(k, v)| k.len() + 1 + v.len() + 1 + std::mem::size_of::<usize>())
+        .sum()
 }
 
 /// The shell script a child runs to report how many arguments it got and how many bytes.
@@ -43,7 +50,12 @@ fn big_args(total: usize) -> Vec<String> {
 #[test]
 fn an_argv_near_arg_max_reaches_the_child_whole() {
     let limit = arg_max();
-    let env = env_cost(std::env::vars_os().collect::<Vec<_>>().iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())));
+    let env = env_cost(
+        std::env::vars_os()
+            .collect::<Vec<_>>()
+            .iter()
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str())),
+    );
     let fixed: Vec<&str> = vec![harness::bin(), "--", "sh", "-c", COUNT_ARGS, "sh"];
     let fixed_cost: usize = fixed.iter().map(|a| a.len() + 1 + 8).sum();
     // Within 16 KiB of the limit (a little room for the pointers of the big arguments).
@@ -52,10 +64,24 @@ fn an_argv_near_arg_max_reaches_the_child_whole() {
     let mut all: Vec<String> = fixed[1..].iter().map(|s| s.to_string()).collect();
     all.extend(args.iter().cloned());
     let out = Run::new(&all).finish();
-    assert_eq!(out.code(), Some(0), "status {:?}: {}", out.status, out.stderr);
-    assert_eq!(out.stdout.trim(), format!("{} {payload}", args.len()), "stderr: {}", out.stderr);
+    assert_eq!(
+        out.code(),
+        Some(0),
+        "status {:?}: {}",
+        out.status,
+        out.stderr
+    );
+    assert_eq!(
+        out.stdout.trim(),
+        format!("{} {payload}", args.len()),
+        "stderr: {}",
+        out.stderr
+    );
     assert_eq!(out.verdict()["stopped"], true);
-    eprintln!("argv of {payload} bytes in {} arguments; ARG_MAX {limit}, environment {env}", args.len());
+    eprintln!(
+        "argv of {payload} bytes in {} arguments; ARG_MAX {limit}, environment {env}",
+        args.len()
+    );
 }
 
 #[test]
@@ -66,7 +92,11 @@ fn ten_thousand_environment_variables_reach_the_child() {
     }
     let out = run.finish();
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    let ours: Vec<&str> = out.stdout.lines().filter(|l| l.starts_with("HUGE_ENV_")).collect();
+    let ours: Vec<&str> = out
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("HUGE_ENV_"))
+        .collect();
     assert_eq!(ours.len(), 10_000);
     assert!(ours.contains(&"HUGE_ENV_9999=value 9999 ="));
     assert_eq!(out.verdict()["stopped"], true);
@@ -80,7 +110,8 @@ fn weird_program(dir: &Path) -> (PathBuf, OsString) {
     let folder = dir.join(OsStr::from_bytes(b"dir with spaces \xff\xfe"));
     std::fs::create_dir(&folder).unwrap();
     let name = OsString::from_vec(b"my child \xe9\x01".to_vec());
-    let script = "#!/bin/sh\n[ \"$1\" = check ] && exit 0\necho $$ > \"$1\"\nwhile :; do sleep 1; done\n";
+    let script =
+        "#!/bin/sh\n[ \"$1\" = check ] && exit 0\necho $$ > \"$1\"\nwhile :; do sleep 1; done\n";
     let path = folder.join(&name);
     std::fs::write(&path, script).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -97,14 +128,32 @@ fn a_command_path_with_spaces_and_non_utf8_bytes_runs_and_is_stopped() {
 
     // By path, inspected through the control socket (its comm and command line are not UTF-8
     // either) and stopped.
-    let args: Vec<OsString> = vec!["--control".into(), sock.clone().into(), "--".into(), program.clone().into(), ready.clone().into()];
+    let args: Vec<OsString> = vec![
+        "--control".into(),
+        sock.clone().into(),
+        "--".into(),
+        program.clone().into(),
+        ready.clone().into(),
+    ];
     let run = Run::new(&args).start();
     let pid = wait_for_pids(&ready)[0];
     wait_until("the control socket", || sock.exists());
-    let status: serde_json::Value = serde_json::from_str(&request(&sock, b"{\"op\":\"status\"}\n")).expect("status is JSON");
-    let me = status["processes"].as_array().unwrap().iter().find(|p| p["pid"] == pid).unwrap_or_else(|| panic!("{status}"));
-    assert!(me["comm"].as_str().unwrap().starts_with("my child "), "{status}");
-    assert!(me["cmdline"].as_str().unwrap().contains("dir with spaces "), "{status}");
+    let status: serde_json::Value =
+        serde_json::from_str(&request(&sock, b"{\"op\":\"status\"}\n")).expect("status is JSON");
+    let me = status["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("{status}"));
+    assert!(
+        me["comm"].as_str().unwrap().starts_with("my child "),
+        "{status}"
+    );
+    assert!(
+        me["cmdline"].as_str().unwrap().contains("dir with spaces "),
+        "{status}"
+    );
     let client = Run::new(["stop", "--control", &path_str(&sock)]).finish();
     assert_eq!(client.code(), Some(0), "{client}");
     let out = run.finish();
@@ -125,7 +174,10 @@ fn a_command_path_with_spaces_and_non_utf8_bytes_runs_and_is_stopped() {
     let missing = folder.join(OsStr::from_bytes(b"no such \xff"));
     let out = Run::new([OsStr::new("--"), missing.as_os_str()]).finish();
     assert_eq!(out.code(), Some(127), "{out}");
-    assert!(out.messages().iter().any(|m| m.contains("no such")), "{out}");
+    assert!(
+        out.messages().iter().any(|m| m.contains("no such")),
+        "{out}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -144,14 +196,31 @@ impl Instance {
         let dir = harness::tempdir();
         let sock = dir.path().join("ctl");
         let ready = dir.path().join("ready");
-        let run = Run::new(["--control", &path_str(&sock), "--", harness::helper(), "sleep", &path_str(&ready)]).start();
+        let run = Run::new([
+            "--control",
+            &path_str(&sock),
+            "--",
+            harness::helper(),
+            "sleep",
+            &path_str(&ready),
+        ])
+        .start();
         let child = wait_for_pids(&ready)[0];
-        wait_until("the control socket", || std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket()));
-        Instance { run, sock, child, _dir: dir }
+        wait_until("the control socket", || {
+            std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
+        });
+        Instance {
+            run,
+            sock,
+            child,
+            _dir: dir,
+        }
     }
 
     fn fds(&self) -> usize {
-        std::fs::read_dir(format!("/proc/{}/fd", self.run.pid())).map(|d| d.count()).unwrap_or(0)
+        std::fs::read_dir(format!("/proc/{}/fd", self.run.pid()))
+            .map(|d| d.count())
+            .unwrap_or(0)
     }
 
     /// vloer-run's descriptors once it serves nobody (the listening socket is then its only
@@ -159,17 +228,27 @@ impl Instance {
     fn idle_fds(&self) -> usize {
         let sockets = || {
             std::fs::read_dir(format!("/proc/{}/fd", self.run.pid()))
-                .map(|d| d.flatten().filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))).count())
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| {
+                            std::fs::read_link(e.path())
+                                .is_ok_and(|l| l.to_string_lossy().starts_with("socket:"))
+                        })
+                        .count()
+                })
                 .unwrap_or(0)
         };
-        wait_until("vloer-run to close its client connections", || sockets() == 1);
+        wait_until("vloer-run to close its client connections", || {
+            sockets() == 1
+        });
         self.fds()
     }
 
     /// A status request must still get a running, unchanged run.
     fn assert_serving(&self) {
         let reply = request(&self.sock, b"{\"op\":\"status\"}\n");
-        let v: serde_json::Value = serde_json::from_str(&reply).unwrap_or_else(|e| panic!("status reply {reply:?}: {e}"));
+        let v: serde_json::Value =
+            serde_json::from_str(&reply).unwrap_or_else(|e| panic!("status reply {reply:?}: {e}"));
         assert_eq!(v["state"], "running", "{v}");
         assert_eq!(v["child"]["pid"], self.child, "{v}");
     }
@@ -178,7 +257,11 @@ impl Instance {
     fn assert_fds_back_to(&self, baseline: usize) {
         let deadline = Instant::now() + harness::LIMIT;
         while self.fds() != baseline {
-            assert!(Instant::now() < deadline, "vloer-run holds {} descriptors, {baseline} before", self.fds());
+            assert!(
+                Instant::now() < deadline,
+                "vloer-run holds {} descriptors, {baseline} before",
+                self.fds()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -197,7 +280,9 @@ fn request(sock: &Path, bytes: &[u8]) -> String {
     s.set_read_timeout(Some(harness::LIMIT)).unwrap();
     s.write_all(bytes).expect("write");
     let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).expect("read the reply");
+    BufReader::new(s)
+        .read_line(&mut line)
+        .expect("read the reply");
     line
 }
 
@@ -270,13 +355,21 @@ fn the_control_socket_survives_random_bytes_and_truncated_json() {
             s.shutdown(std::net::Shutdown::Write).unwrap();
         }
         let mut reply = String::new();
-        s.read_to_string(&mut reply).unwrap_or_else(|e| panic!("reading the reply to {payload:?}: {e}"));
+        s.read_to_string(&mut reply)
+            .unwrap_or_else(|e| panic!("reading the reply to {payload:?}: {e}"));
         let first_line = payload.split(|b| *b == b'\n').next().unwrap_or_default();
         if newline || payload.contains(&b'\n') {
-            let v: serde_json::Value = serde_json::from_str(reply.trim()).unwrap_or_else(|e| panic!("reply {reply:?} to {first_line:?}: {e}"));
-            assert!(v.get("error").is_some() && v.get("code").is_some(), "{first_line:?} got {reply}");
+            let v: serde_json::Value = serde_json::from_str(reply.trim())
+                .unwrap_or_else(|e| panic!("reply {reply:?} to {first_line:?}: {e}"));
+            assert!(
+                v.get("error").is_some() && v.get("code").is_some(),
+                "{first_line:?} got {reply}"
+            );
         } else {
-            assert_eq!(reply, "", "a request without its newline gets no reply: {payload:?}");
+            assert_eq!(
+                reply, "",
+                "a request without its newline gets no reply: {payload:?}"
+            );
         }
     }
     // Nesting deeper than any parser should recurse, and a line over the size limit.
@@ -287,7 +380,11 @@ fn the_control_socket_survives_random_bytes_and_truncated_json() {
         let _ = s.write_all(payload.as_bytes());
         let mut reply = String::new();
         let _ = BufReader::new(s).read_line(&mut reply);
-        assert!(reply.contains("\"error\""), "{} bytes got {reply:?}", payload.len());
+        assert!(
+            reply.contains("\"error\""),
+            "{} bytes got {reply:?}",
+            payload.len()
+        );
     }
     inst.assert_serving();
     inst.assert_fds_back_to(baseline);
@@ -307,11 +404,17 @@ fn the_control_socket_survives_10k_dropped_and_600_silent_connections() {
     inst.assert_serving();
     inst.assert_fds_back_to(baseline);
 
-    let silent: Vec<UnixStream> = (0..600).map(|_| UnixStream::connect(&inst.sock).expect("connect")).collect();
+    let silent: Vec<UnixStream> = (0..600)
+        .map(|_| UnixStream::connect(&inst.sock).expect("connect"))
+        .collect();
     let asked = Instant::now();
     inst.assert_serving();
     // Silent clients are dropped after 5 s, so the answer may wait for that, and no longer.
-    assert!(asked.elapsed() < Duration::from_secs(20), "status took {:?}", asked.elapsed());
+    assert!(
+        asked.elapsed() < Duration::from_secs(20),
+        "status took {:?}",
+        asked.elapsed()
+    );
     drop(silent);
     inst.assert_fds_back_to(baseline);
     inst.stop();
@@ -330,14 +433,24 @@ fn the_control_socket_does_not_hoard_passed_descriptors() {
     let s = UnixStream::connect(&inst.sock).expect("connect");
     s.set_write_timeout(Some(harness::LIMIT)).unwrap();
     for _ in 0..3000 {
-        sendmsg::<()>(s.as_raw_fd(), &[std::io::IoSlice::new(b" ")], &[ControlMessage::ScmRights(&fds)], MsgFlags::empty(), None).expect("sendmsg");
+        sendmsg::<()>(
+            s.as_raw_fd(),
+            &[std::io::IoSlice::new(b" ")],
+            &[ControlMessage::ScmRights(&fds)],
+            MsgFlags::empty(),
+            None,
+        )
+        .expect("sendmsg");
     }
     // Everything sent so far has been read once the server answers another client.
     inst.assert_serving();
     let held = inst.fds();
     // At most: the flood's connection and the three descriptors a request may bring, and the
     // status connection, closed a moment after its reply.
-    assert!(held <= baseline + 5, "vloer-run holds {held} descriptors for one client ({baseline} before)");
+    assert!(
+        held <= baseline + 5,
+        "vloer-run holds {held} descriptors for one client ({baseline} before)"
+    );
     drop(s);
     inst.assert_fds_back_to(baseline);
     inst.assert_serving();
@@ -351,18 +464,49 @@ fn exec_with_a_huge_argv_and_environment_runs() {
     let inst = Instance::start();
     let limit = arg_max();
     let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
-    vars.extend((0..10_000).map(|i| (OsString::from(format!("HUGE_ENV_{i}")), OsString::from(format!("value {i}")))));
+    vars.extend((0..10_000).map(|i| {
+        (
+            OsString::from(format!("HUGE_ENV_{i}")),
+            OsString::from(format!("value {i}")),
+        )
+    }));
     let env = env_cost(vars.iter().map(|(k, v)| (k.as_os_str(), v.as_os_str())));
     let sock = path_str(&inst.sock);
-    let fixed: Vec<&str> = vec![harness::bin(), "exec", "--control", &sock, "--", "sh", "-c", COUNT_ARGS, "sh"];
+    let fixed: Vec<&str> = vec![
+        harness::bin(),
+        "exec",
+        "--control",
+        &sock,
+        "--",
+        "sh",
+        "-c",
+        COUNT_ARGS,
+        "sh",
+    ];
     let fixed_cost: usize = fixed.iter().map(|a| a.len() + 1 + 8).sum();
     let payload = limit - env - fixed_cost - 16 * 1024;
     let args = big_args(payload);
-    let mut run = Run::new(fixed[1..].iter().map(|s| s.to_string()).chain(args.iter().cloned()));
+    let mut run = Run::new(
+        fixed[1..]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(args.iter().cloned()),
+    );
     run.cmd.env_clear().envs(vars);
     let out = run.finish();
-    assert_eq!(out.code(), Some(0), "status {:?}: {}", out.status, out.stderr);
-    assert_eq!(out.stdout.trim(), format!("{} {payload}", args.len()), "stderr: {}", out.stderr);
+    assert_eq!(
+        out.code(),
+        Some(0),
+        "status {:?}: {}",
+        out.status,
+        out.stderr
+    );
+    assert_eq!(
+        out.stdout.trim(),
+        format!("{} {payload}", args.len()),
+        "stderr: {}",
+        out.stderr
+    );
     inst.assert_serving();
     inst.stop();
 }

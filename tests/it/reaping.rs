@@ -15,7 +15,11 @@ const PROMPTLY: Duration = Duration::from_secs(10);
 fn zombies_reaped(reaper: i32) -> bool {
     let deadline = std::time::Instant::now() + PROMPTLY;
     loop {
-        let zombies: Vec<i32> = harness::children_states(reaper).into_iter().filter(|(_, s)| *s == 'Z').map(|(p, _)| p).collect();
+        let zombies: Vec<i32> = harness::children_states(reaper)
+            .into_iter()
+            .filter(|(_, s)| *s == 'Z')
+            .map(|(p, _)| p)
+            .collect();
         if zombies.is_empty() {
             return true;
         }
@@ -31,7 +35,14 @@ fn zombies_reaped(reaper: i32) -> bool {
 fn orphaned_zombies_are_reaped_by_the_subreaper() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new(["--", harness::helper(), "orphans", &ORPHANS.to_string(), &harness::path_str(&ready)]).start();
+    let run = Run::new([
+        "--",
+        harness::helper(),
+        "orphans",
+        &ORPHANS.to_string(),
+        &harness::path_str(&ready),
+    ])
+    .start();
     // Published only once every orphan has exited, after its parent did.
     let pids = harness::wait_for_pids(&ready);
     assert_eq!(pids.len(), 1 + ORPHANS);
@@ -40,7 +51,10 @@ fn orphaned_zombies_are_reaped_by_the_subreaper() {
     assert!(harness::alive(pids[0]), "the main child ended early");
     run.signal(libc::SIGTERM);
     let f = run.finish();
-    assert!(reaped, "orphaned zombies were not reaped while the run went on: {f}");
+    assert!(
+        reaped,
+        "orphaned zombies were not reaped while the run went on: {f}"
+    );
     let v = f.verdict();
     assert_eq!(v["reaped"], ORPHANS, "{f}");
     assert_eq!(v["stopped"], true, "{f}");
@@ -52,11 +66,17 @@ fn orphaned_zombies_are_reaped_by_pid_1() {
         harness::skip("a new pid namespace needs root");
         return;
     }
-    let probe = Command::new("unshare").args(["--pid", "--fork", "--mount-proc", "true"]).stdin(Stdio::null()).output();
+    let probe = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "true"])
+        .stdin(Stdio::null())
+        .output();
     match probe {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
-            harness::skip(&format!("unshare --pid --fork --mount-proc fails here: {}", String::from_utf8_lossy(&o.stderr).trim()));
+            harness::skip(&format!(
+                "unshare --pid --fork --mount-proc fails here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
             return;
         }
         Err(e) => {
@@ -66,7 +86,17 @@ fn orphaned_zombies_are_reaped_by_pid_1() {
     }
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::via(&["unshare", "--pid", "--fork", "--mount-proc"], ["--", harness::helper(), "orphans", &ORPHANS.to_string(), &harness::path_str(&ready)]).start();
+    let run = Run::via(
+        &["unshare", "--pid", "--fork", "--mount-proc"],
+        [
+            "--",
+            harness::helper(),
+            "orphans",
+            &ORPHANS.to_string(),
+            &harness::path_str(&ready),
+        ],
+    )
+    .start();
     // The pids in the file are the namespace's; from out here, vloer-run is unshare's child.
     let pids = harness::wait_for_pids(&ready);
     assert_eq!(pids.len(), 1 + ORPHANS);
@@ -77,11 +107,17 @@ fn orphaned_zombies_are_reaped_by_pid_1() {
     });
     let vloer = vloer[0].0;
     let status = std::fs::read_to_string(format!("/proc/{vloer}/status")).unwrap_or_default();
-    assert!(status_nspid_ends_with_1(&status), "vloer-run is not PID 1 of its namespace:\n{status}");
+    assert!(
+        status_nspid_ends_with_1(&status),
+        "vloer-run is not PID 1 of its namespace:\n{status}"
+    );
     let reaped = zombies_reaped(vloer);
     harness::kill_pid(vloer, libc::SIGTERM);
     let f = run.finish();
-    assert!(reaped, "orphaned zombies were not reaped by PID 1 while the run went on: {f}");
+    assert!(
+        reaped,
+        "orphaned zombies were not reaped by PID 1 while the run went on: {f}"
+    );
     let v = f.verdict();
     assert_eq!(v["reaped"], ORPHANS, "{f}");
     assert_eq!(v["stopped"], true, "{f}");
@@ -91,5 +127,8 @@ fn orphaned_zombies_are_reaped_by_pid_1() {
 
 /// `NSpid:` lists the pid in every namespace from the outermost in; the last is vloer-run's own.
 fn status_nspid_ends_with_1(status: &str) -> bool {
-    harness::status_field(status, "NSpid").split_whitespace().last() == Some("1")
+    harness::status_field(status, "NSpid")
+        .split_whitespace()
+        .last()
+        == Some("1")
 }

@@ -9,9 +9,16 @@ fn child_exited() {
     let f = Run::new(["--", "true"]).finish();
     let v = f.verdict();
     assert_eq!(v["reason"], "child_exited", "{f}");
-    assert!(v.get("signal").is_none(), "signal is only for reason signal: {f}");
+    assert!(
+        v.get("signal").is_none(),
+        "signal is only for reason signal: {f}"
+    );
     assert_eq!(v["stopped"], true, "{f}");
-    assert_eq!(v["sent"], serde_json::json!({}), "nothing was left to stop: {f}");
+    assert_eq!(
+        v["sent"],
+        serde_json::json!({}),
+        "nothing was left to stop: {f}"
+    );
     assert_eq!(v["schema"], 1, "{f}");
 }
 
@@ -35,7 +42,15 @@ fn a_stop_signal_is_forwarded_and_named() {
 fn stop_on_adds_stop_signals() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new(["--stop-on", "USR1", "--", harness::helper(), "sleep", &harness::path_str(&ready)]).start();
+    let run = Run::new([
+        "--stop-on",
+        "USR1",
+        "--",
+        harness::helper(),
+        "sleep",
+        &harness::path_str(&ready),
+    ])
+    .start();
     harness::wait_for_pids(&ready);
     run.signal(libc::SIGUSR1);
     let f = run.finish();
@@ -95,5 +110,8 @@ fn parent_died() {
     assert_eq!(v["reason"], "parent_died", "{v}");
     assert_eq!(v["stopped"], true, "{v}");
     assert_eq!(v["child"]["signal"], "SIGTERM", "{v}");
-    assert!(!harness::alive_ours(child, dir.path()), "the child outlived the stop");
+    assert!(
+        !harness::alive_ours(child, dir.path()),
+        "the child outlived the stop"
+    );
 }

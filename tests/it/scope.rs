@@ -8,7 +8,15 @@ use crate::harness::{self, Adopted, Run};
 fn descendants_left_when_the_child_exits_are_stopped() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let f = Run::new(["--", harness::helper(), "many", "5", &harness::path_str(&ready), "--then-exit"]).finish();
+    let f = Run::new([
+        "--",
+        harness::helper(),
+        "many",
+        "5",
+        &harness::path_str(&ready),
+        "--then-exit",
+    ])
+    .finish();
     let pids = harness::wait_for_pids(&ready);
     let mut adopted = Adopted::ours(dir.path());
     for &pid in &pids[1..] {
@@ -27,7 +35,13 @@ fn descendants_left_when_the_child_exits_are_stopped() {
 fn a_daemon_is_stopped_under_scope_tree() {
     let dir = harness::tempdir();
     let pidfile = harness::tmp_path(&dir, "daemon.pid");
-    let f = Run::new(["--", harness::helper(), "daemon", &harness::path_str(&pidfile)]).finish();
+    let f = Run::new([
+        "--",
+        harness::helper(),
+        "daemon",
+        &harness::path_str(&pidfile),
+    ])
+    .finish();
     let daemon = harness::wait_for_pids(&pidfile)[0];
     let mut adopted = Adopted::ours(dir.path());
     adopted.add(daemon);
@@ -35,14 +49,25 @@ fn a_daemon_is_stopped_under_scope_tree() {
     assert_eq!(v["scope"], "tree", "{f}");
     assert_eq!(v["stopped"], true, "{f}");
     assert_eq!(v["sent"]["SIGTERM"], 1, "{f}");
-    assert!(!harness::alive_ours(daemon, dir.path()), "the daemon {daemon} outlived the stop: {f}");
+    assert!(
+        !harness::alive_ours(daemon, dir.path()),
+        "the daemon {daemon} outlived the stop: {f}"
+    );
 }
 
 #[test]
 fn a_daemon_is_left_alone_under_scope_group() {
     let dir = harness::tempdir();
     let pidfile = harness::tmp_path(&dir, "daemon.pid");
-    let f = Run::new(["--scope", "group", "--", harness::helper(), "daemon", &harness::path_str(&pidfile)]).finish();
+    let f = Run::new([
+        "--scope",
+        "group",
+        "--",
+        harness::helper(),
+        "daemon",
+        &harness::path_str(&pidfile),
+    ])
+    .finish();
     let daemon = harness::wait_for_pids(&pidfile)[0];
     let mut adopted = Adopted::ours(dir.path());
     adopted.add(daemon);
@@ -51,7 +76,10 @@ fn a_daemon_is_left_alone_under_scope_group() {
     // The group is empty: that is all --scope group checks.
     assert_eq!(v["stopped"], true, "{f}");
     assert_eq!(v["sent"], serde_json::json!({}), "{f}");
-    assert!(harness::alive_ours(daemon, dir.path()), "--scope group stopped the daemon {daemon}, which left the group: {f}");
+    assert!(
+        harness::alive_ours(daemon, dir.path()),
+        "--scope group stopped the daemon {daemon}, which left the group: {f}"
+    );
     adopted.end_all();
 }
 
@@ -60,19 +88,40 @@ fn forking_during_the_stop(extra: &[&str], flags: &[&str]) -> (harness::Finished
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
     let log = harness::tmp_path(&dir, "log");
-    let mut args: Vec<String> = ["--grace", "300ms", "--kill-timeout", "20s"].iter().map(|s| s.to_string()).collect();
+    let mut args: Vec<String> = ["--grace", "300ms", "--kill-timeout", "20s"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     args.extend(extra.iter().map(|s| s.to_string()));
-    args.extend(["--", harness::helper(), "fork-loop", &harness::path_str(&ready), &harness::path_str(&log)].map(String::from));
+    args.extend(
+        [
+            "--",
+            harness::helper(),
+            "fork-loop",
+            &harness::path_str(&ready),
+            &harness::path_str(&log),
+        ]
+        .map(String::from),
+    );
     args.extend(flags.iter().map(|s| s.to_string()));
     let f = Run::new(&args).finish();
     let pgid = harness::wait_for_pids(&ready)[0];
     let pids = harness::read_pids(&log);
-    let left: Vec<i32> = pids.iter().copied().filter(|&p| harness::alive_ours(p, dir.path())).collect();
+    let left: Vec<i32> = pids
+        .iter()
+        .copied()
+        .filter(|&p| harness::alive_ours(p, dir.path()))
+        .collect();
     if !left.is_empty() {
         // Every generation stays in the helper's group: end them all at once, then fail.
         harness::end_group(pgid);
     }
-    assert!(left.is_empty(), "{} of {} processes outlived the stop: {f}", left.len(), pids.len());
+    assert!(
+        left.is_empty(),
+        "{} of {} processes outlived the stop: {f}",
+        left.len(),
+        pids.len()
+    );
     (f, pids)
 }
 
@@ -119,7 +168,18 @@ fn a_tree_larger_than_the_descriptor_limit_is_still_stopped_and_confirmed() {
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
     let low = ["prlimit", "--nofile=64:", "--"];
-    let f = Run::via(&low, ["--", harness::helper(), "many", "300", &harness::path_str(&ready), "--then-exit"]).finish();
+    let f = Run::via(
+        &low,
+        [
+            "--",
+            harness::helper(),
+            "many",
+            "300",
+            &harness::path_str(&ready),
+            "--then-exit",
+        ],
+    )
+    .finish();
     let v = f.verdict();
     assert_eq!(v["stopped"], true, "{f}");
     assert_eq!(v["sent"]["SIGTERM"], 300, "{f}");
@@ -127,5 +187,9 @@ fn a_tree_larger_than_the_descriptor_limit_is_still_stopped_and_confirmed() {
         assert!(!harness::alive(pid), "{pid} survived: {f}");
     }
     let f = Run::via(&low, ["--verdict", "off", "--", "sh", "-c", "ulimit -n"]).finish();
-    assert_eq!(f.stdout.trim(), "64", "the child's limit is the one vloer-run started with: {f}");
+    assert_eq!(
+        f.stdout.trim(),
+        "64",
+        "the child's limit is the one vloer-run started with: {f}"
+    );
 }

@@ -7,13 +7,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn example(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(name)
 }
 
 /// A command with no VLOER_* variables from the test's own environment, run through the harness
 /// (hard time limit, the tree killed on timeout).
 fn clean(mut cmd: Command) -> Run {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     for (k, _) in std::env::vars_os() {
         if k.to_string_lossy().starts_with("VLOER_") {
             cmd.env_remove(k);
@@ -33,7 +37,10 @@ fn in_mount_ns(script: &str, args: &[&str]) -> Option<Command> {
     match cmd.output() {
         Ok(o) if o.status.success() => {}
         Ok(o) => {
-            skip(&format!("cannot make a mount namespace here: {}", String::from_utf8_lossy(&o.stderr).trim()));
+            skip(&format!(
+                "cannot make a mount namespace here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
             return None;
         }
         Err(e) => {
@@ -45,7 +52,16 @@ fn in_mount_ns(script: &str, args: &[&str]) -> Option<Command> {
     if !harness::is_root() {
         cmd.args(["--user", "--map-root-user"]);
     }
-    cmd.args(["--mount", "--propagation", "private", "sh", "-c", script, "sh"]).args(args);
+    cmd.args([
+        "--mount",
+        "--propagation",
+        "private",
+        "sh",
+        "-c",
+        script,
+        "sh",
+    ])
+    .args(args);
     Some(cmd)
 }
 
@@ -56,20 +72,48 @@ fn example_script_goes_on_after_a_proven_stop() {
     let mut cmd = Command::new(example("run-and-check.sh"));
     cmd.env("VLOER_RUN", bin()).env("TMPDIR", dir.path());
     // A child that leaves a plain and a setsid()'d sleeper behind, then exits 3.
-    cmd.args(["sh", "-c", "sleep 300 & echo $! >> \"$1\"; setsid sleep 300 & echo $! >> \"$1\"; echo started; exit 3", "sh"]).arg(&pids);
+    cmd.args([
+        "sh",
+        "-c",
+        "sleep 300 & echo $! >> \"$1\"; setsid sleep 300 & echo $! >> \"$1\"; echo started; exit 3",
+        "sh",
+    ])
+    .arg(&pids);
     let done = clean(cmd).finish();
     // Checked before anything else, and ended here (by pid) if vloer-run left them.
-    let left: Vec<i32> = harness::read_pids(&pids).into_iter().filter(|&p| harness::alive(p)).collect();
+    let left: Vec<i32> = harness::read_pids(&pids)
+        .into_iter()
+        .filter(|&p| harness::alive(p))
+        .collect();
     for &pid in &left {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
     assert_eq!(harness::read_pids(&pids).len(), 2, "{done}");
-    assert!(left.is_empty(), "sleepers {left:?} outlived a run whose verdict said stopped:true\n{done}");
-    assert_eq!(done.code(), Some(3), "the script passes the command's status on:\n{done}");
+    assert!(
+        left.is_empty(),
+        "sleepers {left:?} outlived a run whose verdict said stopped:true\n{done}"
+    );
+    assert_eq!(
+        done.code(),
+        Some(3),
+        "the script passes the command's status on:\n{done}"
+    );
     assert_eq!(done.stdout.trim(), "started", "{done}");
-    assert!(done.stderr.contains("run-and-check: reason child_exited, nothing left; going on"), "{done}");
+    assert!(
+        done.stderr
+            .contains("run-and-check: reason child_exited, nothing left; going on"),
+        "{done}"
+    );
     // The script removes its verdict file.
-    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).filter(|n| n != "pids").collect();
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != "pids")
+        .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
@@ -77,13 +121,28 @@ fn example_script_goes_on_after_a_proven_stop() {
 fn example_script_refuses_to_go_on_without_proof() {
     // vloer-run in a mount namespace whose /proc is an empty tmpfs cannot prove anything.
     let script = "mount -t tmpfs none /proc && exec \"$@\"";
-    let Some(mut cmd) = in_mount_ns(script, &[example("run-and-check.sh").to_str().unwrap(), "true"]) else { return };
+    let Some(mut cmd) = in_mount_ns(
+        script,
+        &[example("run-and-check.sh").to_str().unwrap(), "true"],
+    ) else {
+        return;
+    };
     cmd.env("VLOER_RUN", bin());
     let done = clean(cmd).finish();
     assert_eq!(done.code(), Some(125), "{done}");
-    assert!(done.stderr.contains("run-and-check: NOT proven stopped (vloer-run exit 125)"), "{done}");
-    assert!(done.stderr.contains("run-and-check: error: /proc"), "the verdict's error is shown:\n{done}");
-    assert!(done.stderr.contains("run-and-check: refusing to go on"), "{done}");
+    assert!(
+        done.stderr
+            .contains("run-and-check: NOT proven stopped (vloer-run exit 125)"),
+        "{done}"
+    );
+    assert!(
+        done.stderr.contains("run-and-check: error: /proc"),
+        "the verdict's error is shown:\n{done}"
+    );
+    assert!(
+        done.stderr.contains("run-and-check: refusing to go on"),
+        "{done}"
+    );
     assert!(!done.stderr.contains("nothing left"), "{done}");
 }
 
@@ -95,12 +154,19 @@ fn example_script_lists_survivors_with_jq_and_with_python() {
     let fake = dir.path().join("fake-vloer-run");
     let verdict = r#"{"stopped":false,"survivors":[{"pid":31,"ppid":1,"pgid":31,"sid":31,"state":"D","comm":"flush"}],"reason":"child_exited","child":{"pid":7,"exit_code":0,"signal":null},"exit_code":125,"scope":"tree","sent":{"SIGKILL":1},"reaped":0,"elapsed_ms":2001,"schema":1}"#;
     // Called as: fake --verdict FILE -- COMMAND...
-    std::fs::write(&fake, format!("#!/bin/sh\nprintf '%s\\n' '{verdict}' > \"$2\"\nexit 125\n")).unwrap();
+    std::fs::write(
+        &fake,
+        format!("#!/bin/sh\nprintf '%s\\n' '{verdict}' > \"$2\"\nexit 125\n"),
+    )
+    .unwrap();
     std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 
     let check = |path: Option<&Path>, tool: &str| {
         let mut cmd = Command::new("sh");
-        cmd.arg(example("run-and-check.sh")).arg("true").env("VLOER_RUN", &fake).env("TMPDIR", dir.path());
+        cmd.arg(example("run-and-check.sh"))
+            .arg("true")
+            .env("VLOER_RUN", &fake)
+            .env("TMPDIR", dir.path());
         if let Some(p) = path {
             cmd.env("PATH", p);
         }
@@ -110,17 +176,27 @@ fn example_script_lists_survivors_with_jq_and_with_python() {
             done.stderr.contains(r#"run-and-check: survivors: [{"pid":31,"ppid":1,"pgid":31,"sid":31,"state":"D","comm":"flush"}]"#),
             "{tool}: {done}"
         );
-        assert!(done.stderr.contains("run-and-check: refusing to go on"), "{tool}: {done}");
+        assert!(
+            done.stderr.contains("run-and-check: refusing to go on"),
+            "{tool}: {done}"
+        );
     };
 
-    let have = |p: &str| Command::new("sh").args(["-c", &format!("command -v {p}")]).output().is_ok_and(|o| o.status.success());
+    let have = |p: &str| {
+        Command::new("sh")
+            .args(["-c", &format!("command -v {p}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
     if have("jq") {
         check(None, "jq");
     } else {
         skip("jq is not installed (.ci/run installs it)");
     }
     // python3 alone: a PATH with only what the script needs, and no jq.
-    let python = Command::new("python3").args(["-c", "import sys; print(sys.executable)"]).output();
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output();
     match python {
         Ok(o) if o.status.success() => {
             let bin_dir = dir.path().join("bin");
@@ -128,7 +204,10 @@ fn example_script_lists_survivors_with_jq_and_with_python() {
             let exe = String::from_utf8_lossy(&o.stdout).trim().to_string();
             std::os::unix::fs::symlink(&exe, bin_dir.join("python3")).unwrap();
             for tool in ["sh", "mktemp", "rm", "cat", "printf"] {
-                let found = Command::new("sh").args(["-c", &format!("command -v {tool}")]).output().unwrap();
+                let found = Command::new("sh")
+                    .args(["-c", &format!("command -v {tool}")])
+                    .output()
+                    .unwrap();
                 let found = String::from_utf8_lossy(&found.stdout).trim().to_string();
                 if found.starts_with('/') {
                     std::os::unix::fs::symlink(&found, bin_dir.join(tool)).unwrap();
@@ -152,13 +231,23 @@ fn verdict_reaches_a_bind_mounted_termination_log() {
     std::fs::write(&host, "old\n").unwrap();
     std::fs::write(&target, "").unwrap();
     let script = "mount --bind \"$1\" \"$2\" && exec \"$3\" --verdict \"$2\" -- true";
-    let Some(cmd) = in_mount_ns(script, &[host.to_str().unwrap(), target.to_str().unwrap(), bin()]) else { return };
+    let Some(cmd) = in_mount_ns(
+        script,
+        &[host.to_str().unwrap(), target.to_str().unwrap(), bin()],
+    ) else {
+        return;
+    };
     let done = clean(cmd).finish();
     assert_eq!(done.code(), Some(0), "{done}");
     let text = std::fs::read_to_string(&host).unwrap();
-    let v = harness::parse_verdict(&text).unwrap_or_else(|| panic!("no verdict in the mounted file: {text:?}\n{done}"));
+    let v = harness::parse_verdict(&text)
+        .unwrap_or_else(|| panic!("no verdict in the mounted file: {text:?}\n{done}"));
     assert_eq!(v["stopped"], true, "{text}");
-    assert_eq!(text.lines().count(), 1, "exactly the verdict, nothing of the old contents: {text:?}");
+    assert_eq!(
+        text.lines().count(),
+        1,
+        "exactly the verdict, nothing of the old contents: {text:?}"
+    );
 }
 
 #[test]
@@ -168,7 +257,10 @@ fn version_names_the_build() {
     let text = String::from_utf8_lossy(&out.stdout);
     let want = format!("vloer-run {}", env!("CARGO_PKG_VERSION"));
     assert!(text.starts_with(&want), "{text:?}");
-    let head = Command::new("git").args(["rev-parse", "--short", "HEAD"]).current_dir(env!("CARGO_MANIFEST_DIR")).output();
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output();
     match head {
         Ok(o) if o.status.success() => {
             let commit = String::from_utf8_lossy(&o.stdout).trim().to_string();

@@ -37,49 +37,127 @@ fn bit(sig: i32) -> u64 {
 
 #[test]
 fn sigint_ignored_at_start_stays_ignored_in_the_child() {
-    let via = status_of(&["sh", "-c", "trap '' INT; exec \"$0\" --verdict off -- cat /proc/self/status", harness::bin()]);
+    let via = status_of(&[
+        "sh",
+        "-c",
+        "trap '' INT; exec \"$0\" --verdict off -- cat /proc/self/status",
+        harness::bin(),
+    ]);
     let direct = status_of(&["sh", "-c", "trap '' INT; exec cat /proc/self/status"]);
-    assert!(mask(&via, "SigIgn") & bit(libc::SIGINT) != 0, "SIGINT is not ignored in the child:\n{via}");
-    assert_eq!(harness::status_field(&via, "SigIgn"), harness::status_field(&direct, "SigIgn"), "vloer-run changed the ignored set");
-    assert_eq!(harness::status_field(&via, "SigBlk"), harness::status_field(&direct, "SigBlk"), "vloer-run changed the mask");
-    assert_eq!(mask(&via, "SigCgt"), 0, "a handler leaked into the child:\n{via}");
+    assert!(
+        mask(&via, "SigIgn") & bit(libc::SIGINT) != 0,
+        "SIGINT is not ignored in the child:\n{via}"
+    );
+    assert_eq!(
+        harness::status_field(&via, "SigIgn"),
+        harness::status_field(&direct, "SigIgn"),
+        "vloer-run changed the ignored set"
+    );
+    assert_eq!(
+        harness::status_field(&via, "SigBlk"),
+        harness::status_field(&direct, "SigBlk"),
+        "vloer-run changed the mask"
+    );
+    assert_eq!(
+        mask(&via, "SigCgt"),
+        0,
+        "a handler leaked into the child:\n{via}"
+    );
 }
 
 #[test]
 fn the_start_mask_and_dispositions_are_inherited() {
-    let wrap = [harness::helper(), "exec", "--block", "USR2", "--ignore", "INT", "--ignore", "HUP", "--"];
+    let wrap = [
+        harness::helper(),
+        "exec",
+        "--block",
+        "USR2",
+        "--ignore",
+        "INT",
+        "--ignore",
+        "HUP",
+        "--",
+    ];
     let mut via_argv = wrap.to_vec();
-    via_argv.extend([harness::bin(), "--verdict", "off", "--", "cat", "/proc/self/status"]);
+    via_argv.extend([
+        harness::bin(),
+        "--verdict",
+        "off",
+        "--",
+        "cat",
+        "/proc/self/status",
+    ]);
     let mut direct_argv = wrap.to_vec();
     direct_argv.extend(["cat", "/proc/self/status"]);
     let via = status_of(&via_argv);
     let direct = status_of(&direct_argv);
-    assert_eq!(mask(&via, "SigBlk"), bit(libc::SIGUSR2), "the child's mask is not the one vloer-run started with:\n{via}");
-    assert_eq!(mask(&via, "SigIgn"), mask(&direct, "SigIgn"), "the ignored set differs:\n{via}");
-    assert!(mask(&via, "SigIgn") & (bit(libc::SIGINT) | bit(libc::SIGHUP)) == bit(libc::SIGINT) | bit(libc::SIGHUP));
+    assert_eq!(
+        mask(&via, "SigBlk"),
+        bit(libc::SIGUSR2),
+        "the child's mask is not the one vloer-run started with:\n{via}"
+    );
+    assert_eq!(
+        mask(&via, "SigIgn"),
+        mask(&direct, "SigIgn"),
+        "the ignored set differs:\n{via}"
+    );
+    assert!(
+        mask(&via, "SigIgn") & (bit(libc::SIGINT) | bit(libc::SIGHUP))
+            == bit(libc::SIGINT) | bit(libc::SIGHUP)
+    );
     // And with nothing blocked at start, nothing of vloer-run's own leaks. (The ignored set is
     // compared, not assumed empty: glibc's posix_spawn, which std uses, starts children with its
     // two internal real-time signals ignored.)
-    let plain = status_of(&[harness::bin(), "--verdict", "off", "--", "cat", "/proc/self/status"]);
+    let plain = status_of(&[
+        harness::bin(),
+        "--verdict",
+        "off",
+        "--",
+        "cat",
+        "/proc/self/status",
+    ]);
     let baseline = status_of(&["cat", "/proc/self/status"]);
-    assert_eq!(mask(&plain, "SigBlk"), 0, "vloer-run's blocked set leaked into the child:\n{plain}");
+    assert_eq!(
+        mask(&plain, "SigBlk"),
+        0,
+        "vloer-run's blocked set leaked into the child:\n{plain}"
+    );
     assert_eq!(mask(&plain, "SigIgn"), mask(&baseline, "SigIgn"), "{plain}");
 }
 
 /// Starts `vloer-run ARGS -- record OUT [GRAND]` (through `wrapper`, if any) and waits until the
 /// recorders are ready.
-fn start_recorder(dir: &Path, wrapper: &[&str], args: &[&str], grandchild: bool) -> (harness::Running, std::path::PathBuf, std::path::PathBuf) {
+fn start_recorder(
+    dir: &Path,
+    wrapper: &[&str],
+    args: &[&str],
+    grandchild: bool,
+) -> (harness::Running, std::path::PathBuf, std::path::PathBuf) {
     let out = dir.join("child.signals");
     let grand = dir.join("grandchild.signals");
     let mut argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    argv.extend(["--".into(), harness::helper().into(), "record".into(), harness::path_str(&out)]);
+    argv.extend([
+        "--".into(),
+        harness::helper().into(),
+        "record".into(),
+        harness::path_str(&out),
+    ]);
     if grandchild {
         argv.push(harness::path_str(&grand));
     }
-    let run = if wrapper.is_empty() { Run::new(&argv) } else { Run::via(wrapper, &argv) }.start();
-    harness::wait_until("the recorder", || std::fs::read_to_string(&out).is_ok_and(|s| s.starts_with("ready ")));
+    let run = if wrapper.is_empty() {
+        Run::new(&argv)
+    } else {
+        Run::via(wrapper, &argv)
+    }
+    .start();
+    harness::wait_until("the recorder", || {
+        std::fs::read_to_string(&out).is_ok_and(|s| s.starts_with("ready "))
+    });
     if grandchild {
-        harness::wait_until("the grandchild recorder", || std::fs::read_to_string(&grand).is_ok_and(|s| s.starts_with("ready ")));
+        harness::wait_until("the grandchild recorder", || {
+            std::fs::read_to_string(&grand).is_ok_and(|s| s.starts_with("ready "))
+        });
     }
     (run, out, grand)
 }
@@ -109,8 +187,14 @@ fn forward_to_child_spares_the_rest_of_the_group() {
     run.signal(libc::SIGTERM);
     let f = run.finish();
     assert_eq!(f.verdict()["stopped"], true, "{f}");
-    assert!(harness::has_line(&grand, &line(libc::SIGTERM)), "the stop did not reach the grandchild: {f}");
-    assert!(!harness::has_line(&grand, &line(libc::SIGUSR1)), "USR1 reached the grandchild under --forward-to child");
+    assert!(
+        harness::has_line(&grand, &line(libc::SIGTERM)),
+        "the stop did not reach the grandchild: {f}"
+    );
+    assert!(
+        !harness::has_line(&grand, &line(libc::SIGUSR1)),
+        "USR1 reached the grandchild under --forward-to child"
+    );
 }
 
 #[test]
@@ -119,7 +203,10 @@ fn rewrite_forwards_another_signal() {
     let (run, out, _) = start_recorder(dir.path(), &[], &["--rewrite", "USR1:USR2"], false);
     run.signal(libc::SIGUSR1);
     harness::wait_for_text(&out, &line(libc::SIGUSR2));
-    assert!(!harness::has_line(&out, &line(libc::SIGUSR1)), "USR1 was forwarded as itself too");
+    assert!(
+        !harness::has_line(&out, &line(libc::SIGUSR1)),
+        "USR1 was forwarded as itself too"
+    );
     run.signal(libc::SIGTERM);
     assert_eq!(run.finish().code(), Some(0));
 }
@@ -132,7 +219,10 @@ fn rewrite_to_zero_drops_the_signal() {
     // The marker: sent after USR1, forwarded after it, received after it.
     run.signal(libc::SIGUSR2);
     harness::wait_for_text(&out, &line(libc::SIGUSR2));
-    assert!(!harness::has_line(&out, &line(libc::SIGUSR1)), "USR1 was forwarded despite USR1:0");
+    assert!(
+        !harness::has_line(&out, &line(libc::SIGUSR1)),
+        "USR1 was forwarded despite USR1:0"
+    );
     run.signal(libc::SIGTERM);
     assert_eq!(run.finish().code(), Some(0));
 }
@@ -140,14 +230,25 @@ fn rewrite_to_zero_drops_the_signal() {
 #[test]
 fn rewrite_applies_to_the_stop_signal_that_is_forwarded() {
     let dir = harness::tempdir();
-    let (run, out, _) = start_recorder(dir.path(), &[], &["--rewrite", "TERM:INT", "--grace", "300ms"], false);
+    let (run, out, _) = start_recorder(
+        dir.path(),
+        &[],
+        &["--rewrite", "TERM:INT", "--grace", "300ms"],
+        false,
+    );
     run.signal(libc::SIGTERM);
     let f = run.finish();
     let v = f.verdict();
     assert_eq!(v["reason"], "signal", "{f}");
     assert_eq!(v["signal"], "SIGTERM", "{f}");
-    assert!(harness::has_line(&out, &line(libc::SIGINT)), "the child did not get INT: {f}");
-    assert!(!harness::has_line(&out, &line(libc::SIGTERM)), "the child got TERM despite TERM:INT: {f}");
+    assert!(
+        harness::has_line(&out, &line(libc::SIGINT)),
+        "the child did not get INT: {f}"
+    );
+    assert!(
+        !harness::has_line(&out, &line(libc::SIGTERM)),
+        "the child got TERM despite TERM:INT: {f}"
+    );
     // The recorder only leaves on TERM, so the grace ran out.
     assert_eq!(v["sent"]["SIGKILL"], 1, "{f}");
 }
@@ -160,7 +261,10 @@ fn a_signal_ignored_at_start_is_not_forwarded() {
     run.signal(libc::SIGUSR1);
     run.signal(libc::SIGUSR2);
     harness::wait_for_text(&out, &line(libc::SIGUSR2));
-    assert!(!harness::has_line(&out, &line(libc::SIGUSR1)), "USR1 was ignored at start, yet forwarded");
+    assert!(
+        !harness::has_line(&out, &line(libc::SIGUSR1)),
+        "USR1 was ignored at start, yet forwarded"
+    );
     run.signal(libc::SIGTERM);
     assert_eq!(run.finish().code(), Some(0));
 }

@@ -40,7 +40,8 @@ impl Pty {
     /// A new pty of 24 rows and 80 columns; both ends are close-on-exec from the start, so no
     /// process started by a parallel test inherits them.
     fn open() -> Pty {
-        let master = posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("posix_openpt");
+        let master =
+            posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("posix_openpt");
         grantpt(&master).expect("grantpt");
         unlockpt(&master).expect("unlockpt");
         let name = ptsname_r(&master).expect("ptsname_r");
@@ -50,7 +51,13 @@ impl Pty {
             .custom_flags(libc::O_NOCTTY)
             .open(&name)
             .unwrap_or_else(|e| panic!("opening {name}: {e}"));
-        let pty = Pty { master, slave: Some(slave.into()), out: Vec::new(), pos: 0, eof: false };
+        let pty = Pty {
+            master,
+            slave: Some(slave.into()),
+            out: Vec::new(),
+            pos: 0,
+            eof: false,
+        };
         pty.set_size(24, 80);
         pty
     }
@@ -87,7 +94,14 @@ impl Pty {
         // Drop our copies of the slave, so the master sees a hang-up when the session is gone.
         drop(cmd);
         let pid = child.id() as i32;
-        Running { child, started: Instant::now(), guard: TreeGuard { roots: vec![pid], ..TreeGuard::default() } }
+        Running {
+            child,
+            started: Instant::now(),
+            guard: TreeGuard {
+                roots: vec![pid],
+                ..TreeGuard::default()
+            },
+        }
     }
 
     fn text(&self) -> String {
@@ -95,7 +109,10 @@ impl Pty {
     }
 
     fn fail(&self, what: &str) -> ! {
-        panic!("{what}\n--- terminal transcript\n{}\n---", self.text().replace('\r', ""));
+        panic!(
+            "{what}\n--- terminal transcript\n{}\n---",
+            self.text().replace('\r', "")
+        );
     }
 
     /// Reads what is there, waiting at most until `until`; false when nothing came.
@@ -103,7 +120,10 @@ impl Pty {
         if self.eof {
             return false;
         }
-        let left = until.saturating_duration_since(Instant::now()).as_millis().min(u16::MAX as u128) as u16;
+        let left = until
+            .saturating_duration_since(Instant::now())
+            .as_millis()
+            .min(u16::MAX as u128) as u16;
         let mut fds = [PollFd::new(self.master.as_fd(), PollFlags::POLLIN)];
         match nix::poll::poll(&mut fds, PollTimeout::from(left)) {
             Ok(0) | Err(nix::errno::Errno::EINTR) => return false,
@@ -131,7 +151,10 @@ impl Pty {
         let deadline = Instant::now() + WAIT;
         loop {
             let hay = &self.out[self.pos..];
-            if let Some(i) = hay.windows(needle.len()).position(|w| w == needle.as_bytes()) {
+            if let Some(i) = hay
+                .windows(needle.len())
+                .position(|w| w == needle.as_bytes())
+            {
                 let got = String::from_utf8_lossy(&hay[..i + needle.len()]).into_owned();
                 self.pos += i + needle.len();
                 return got;
@@ -180,7 +203,9 @@ impl Pty {
 
     /// The terminal's foreground process group, asked through the master.
     fn fg(&self) -> i32 {
-        nix::unistd::tcgetpgrp(self.master.as_fd()).map(|p| p.as_raw()).unwrap_or(-1)
+        nix::unistd::tcgetpgrp(self.master.as_fd())
+            .map(|p| p.as_raw())
+            .unwrap_or(-1)
     }
 
     /// Waits until the terminal's foreground group is `pgid`, reading output meanwhile.
@@ -194,7 +219,9 @@ impl Pty {
         while !cond(self) {
             if Instant::now() >= deadline {
                 let fg = self.fg();
-                self.fail(&format!("timed out waiting for {what} (foreground group now {fg})"));
+                self.fail(&format!(
+                    "timed out waiting for {what} (foreground group now {fg})"
+                ));
             }
             if !self.read_some(Instant::now() + Duration::from_millis(20)) && self.eof {
                 // Nothing more will come; keep checking the condition until the deadline.
@@ -221,7 +248,12 @@ impl Pty {
 
     /// TIOCSWINSZ on the master: the kernel sends SIGWINCH to the foreground group.
     fn set_size(&self, rows: u16, cols: u16) {
-        let ws = libc::winsize { ws_row: rows, ws_col: cols, ws_xpixel: 0, ws_ypixel: 0 };
+        let ws = libc::winsize {
+            ws_row: rows,
+            ws_col: cols,
+            ws_xpixel: 0,
+            ws_ypixel: 0,
+        };
         // SAFETY: TIOCSWINSZ reads one `struct winsize` from the pointer, which points to a live,
         // initialised value on our stack; the descriptor is our open pty master.
         let rc = unsafe { libc::ioctl(self.master.as_raw_fd(), libc::TIOCSWINSZ, &ws) };
@@ -235,7 +267,8 @@ impl Pty {
 
     /// The verdict line vloer-run wrote to the terminal (its stderr).
     fn verdict(&self) -> serde_json::Value {
-        harness::parse_verdict(&self.text()).unwrap_or_else(|| self.fail("no verdict in the transcript"))
+        harness::parse_verdict(&self.text())
+            .unwrap_or_else(|| self.fail("no verdict in the transcript"))
     }
 }
 
@@ -279,7 +312,11 @@ fn gate(dir: &tempfile::TempDir) -> String {
 fn release(fifo: &str) {
     let deadline = Instant::now() + WAIT;
     loop {
-        match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo) {
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(fifo)
+        {
             Ok(mut f) => {
                 std::io::Write::write_all(&mut f, b"go\n").expect("writing the gate");
                 return;
@@ -299,7 +336,9 @@ fn release(fifo: &str) {
 /// `trap : INT` keeps this sh alive through a Ctrl-C meant for the run; a trap is reset at exec,
 /// so vloer-run still starts with SIGINT at default.
 fn start_wrapped(pty: &mut Pty, rest: &str, env: &[(&str, &str)]) -> Running {
-    let script = format!(r#"trap : INT; "$VR" {rest}; echo "vloer-exit=$?"; read -r line && echo "outer-read=$line""#);
+    let script = format!(
+        r#"trap : INT; "$VR" {rest}; echo "vloer-exit=$?"; read -r line && echo "outer-read=$line""#
+    );
     pty.spawn(&["sh", "-c", &script], env)
 }
 
@@ -319,15 +358,31 @@ fn ctrl_c_reaches_the_child_once_and_exit_hands_the_terminal_back() {
     let inner = format!(
         r#"trap 'n=$((n+1)); echo "got-int $n"' INT; echo "pid=$$"; read -r _ < "$FIFO"; echo "reading"; {READ_UNTIL_END}; echo "after n=$n"; exit 3"#
     );
-    let leader = start_wrapped(&mut pty, r#"-- sh -c "$INNER""#, &[("INNER", &inner), ("FIFO", &fifo)]);
+    let leader = start_wrapped(
+        &mut pty,
+        r#"-- sh -c "$INNER""#,
+        &[("INNER", &inner), ("FIFO", &fifo)],
+    );
     let outer = leader.pid();
     let child = pty.expect_number("pid=");
     // Before its exec (and before it touches the terminal) the child's own group became the
     // terminal's foreground group; vloer-run stays in the caller's.
-    assert_eq!(pty.fg(), child, "the terminal was not handed to the child's group at start");
+    assert_eq!(
+        pty.fg(),
+        child,
+        "the terminal was not handed to the child's group at start"
+    );
     let vr = stat(child).expect("child stat").ppid;
-    assert_eq!(stat(child).unwrap().pgrp, child, "the child leads its own group");
-    assert_eq!(stat(vr).expect("vloer-run stat").pgrp, outer, "vloer-run stays in the caller's group");
+    assert_eq!(
+        stat(child).unwrap().pgrp,
+        child,
+        "the child leads its own group"
+    );
+    assert_eq!(
+        stat(vr).expect("vloer-run stat").pgrp,
+        outer,
+        "vloer-run stays in the caller's group"
+    );
     release(&fifo);
     pty.expect("reading");
 
@@ -336,8 +391,16 @@ fn ctrl_c_reaches_the_child_once_and_exit_hands_the_terminal_back() {
     pty.send("end\n");
     pty.expect("after n=1");
     pty.expect("vloer-exit=3");
-    assert_eq!(pty.count("got-int"), 1, "SIGINT reached the child more than once");
-    assert_eq!(pty.fg(), outer, "the terminal was not handed back to the caller's group");
+    assert_eq!(
+        pty.count("got-int"),
+        1,
+        "SIGINT reached the child more than once"
+    );
+    assert_eq!(
+        pty.fg(),
+        outer,
+        "the terminal was not handed back to the caller's group"
+    );
     let v = pty.verdict();
     assert_eq!(v["stopped"], true, "{v}");
     assert_eq!(v["child"]["exit_code"], 3, "{v}");
@@ -347,7 +410,11 @@ fn ctrl_c_reaches_the_child_once_and_exit_hands_the_terminal_back() {
 #[test]
 fn interactive_bash_gets_the_terminal_and_exit_hands_it_back() {
     let mut pty = Pty::open();
-    let leader = start_wrapped(&mut pty, "-- bash --norc --noprofile --noediting -i", &[("PS1", "inner$ ")]);
+    let leader = start_wrapped(
+        &mut pty,
+        "-- bash --norc --noprofile --noediting -i",
+        &[("PS1", "inner$ ")],
+    );
     let outer = leader.pid();
     pty.expect("inner$ ");
     pty.send("echo \"pid=$$ flags=$- sum=$((40+2))\"\n");
@@ -366,9 +433,16 @@ fn interactive_bash_gets_the_terminal_and_exit_hands_it_back() {
     pty.expect("inner$ ");
     pty.send("exit 5\n");
     pty.expect("vloer-exit=5");
-    assert_eq!(pty.fg(), outer, "the terminal still points at the exited child's group");
+    assert_eq!(
+        pty.fg(),
+        outer,
+        "the terminal still points at the exited child's group"
+    );
     let text = pty.text();
-    assert!(!text.contains("no job control") && !text.contains("cannot set terminal"), "bash complained:\n{text}");
+    assert!(
+        !text.contains("no job control") && !text.contains("cannot set terminal"),
+        "bash complained:\n{text}"
+    );
     assert_eq!(pty.verdict()["child"]["exit_code"], 5);
     finish_wrapped(&mut pty, leader);
 }
@@ -378,7 +452,10 @@ fn interactive_bash_gets_the_terminal_and_exit_hands_it_back() {
 fn start_job(pty: &mut Pty, inner: &str, env: &[(&str, &str)]) -> (Running, i32, i32) {
     let mut all = vec![("PS1", "outer$ "), ("INNER", inner)];
     all.extend_from_slice(env);
-    let leader = pty.spawn(&["bash", "--norc", "--noprofile", "--noediting", "-i"], &all);
+    let leader = pty.spawn(
+        &["bash", "--norc", "--noprofile", "--noediting", "-i"],
+        &all,
+    );
     pty.expect("outer$ ");
     pty.send("\"$VR\" -- sh -c \"$INNER\"\n");
     let child = pty.expect_number("pid=");
@@ -407,24 +484,32 @@ fn ctrl_z_stops_the_job_and_fg_resumes_it() {
     let mut pty = Pty::open();
     // The child waits at the gate, away from the terminal, until after `fg`: so the terminal must
     // come to its group from vloer-run's SIGCONT handling, not from a read that fails.
-    let inner =
-        format!(r#"echo "pid=$$"; read -r _ < "$FIFO"; echo "reading"; {READ_UNTIL_END}; echo "resumed"; exit 7"#);
+    let inner = format!(
+        r#"echo "pid=$$"; read -r _ < "$FIFO"; echo "reading"; {READ_UNTIL_END}; echo "resumed"; exit 7"#
+    );
     let (leader, child, vr) = start_job(&mut pty, &inner, &[("FIFO", &fifo)]);
     let outer = leader.pid();
 
     pty.send("\x1a");
     pty.expect("Stopped");
-    pty.wait_for("the child and vloer-run to be stopped", |_| state(child) == 'T' && state(vr) == 'T');
+    pty.wait_for("the child and vloer-run to be stopped", |_| {
+        state(child) == 'T' && state(vr) == 'T'
+    });
     pty.wait_fg(outer, "the outer shell to take the terminal");
     pty.expect("outer$ ");
     // vloer-run stopped with the child's signal, so the shell shows what it would for the child.
     pty.send("jobs -l\n");
     let jobs = pty.expect("outer$ ");
-    assert!(jobs.contains(&format!("{vr} Stopped")) && !jobs.contains("Stopped ("), "jobs -l: {jobs:?}");
+    assert!(
+        jobs.contains(&format!("{vr} Stopped")) && !jobs.contains("Stopped ("),
+        "jobs -l: {jobs:?}"
+    );
 
     pty.send("fg\n");
     pty.wait_fg(child, "fg to give the terminal to the child's group again");
-    pty.wait_for("the child and vloer-run to run again", |_| state(child) != 'T' && state(vr) != 'T');
+    pty.wait_for("the child and vloer-run to run again", |_| {
+        state(child) != 'T' && state(vr) != 'T'
+    });
     release(&fifo);
     pty.expect("reading");
     pty.send("end\n");
@@ -449,11 +534,20 @@ fn bg_runs_the_job_until_it_reads_the_terminal_and_fg_finishes_it() {
     pty.send("set -b; bg\n");
     pty.expect(" &");
     pty.expect("Stopped");
-    pty.wait_for("the child and vloer-run to be stopped again", |_| state(child) == 'T' && state(vr) == 'T');
-    assert_eq!(pty.fg(), outer, "a background job must not take the terminal");
+    pty.wait_for("the child and vloer-run to be stopped again", |_| {
+        state(child) == 'T' && state(vr) == 'T'
+    });
+    assert_eq!(
+        pty.fg(),
+        outer,
+        "a background job must not take the terminal"
+    );
     pty.send("jobs -l\n");
     let jobs = pty.expect("outer$ ");
-    assert!(jobs.contains(&format!("{vr} Stopped (tty input)")), "jobs -l: {jobs:?}");
+    assert!(
+        jobs.contains(&format!("{vr} Stopped (tty input)")),
+        "jobs -l: {jobs:?}"
+    );
 
     pty.send("fg\n");
     pty.wait_fg(child, "fg to give the terminal to the child's group");
@@ -501,8 +595,9 @@ fn started_in_the_background_then_fg_gives_the_child_the_terminal() {
 #[test]
 fn window_size_change_reaches_the_child() {
     let mut pty = Pty::open();
-    let inner =
-        format!(r#"trap 'echo "winch $(stty size)"' WINCH; echo "pid=$$ size $(stty size)"; {READ_UNTIL_END}; exit 0"#);
+    let inner = format!(
+        r#"trap 'echo "winch $(stty size)"' WINCH; echo "pid=$$ size $(stty size)"; {READ_UNTIL_END}; exit 0"#
+    );
     let leader = start_wrapped(&mut pty, r#"-- sh -c "$INNER""#, &[("INNER", &inner)]);
     let child = pty.expect_number("pid=");
     pty.expect("size 24 80");
@@ -511,7 +606,11 @@ fn window_size_change_reaches_the_child() {
     pty.expect("winch 40 100");
     pty.send("end\n");
     pty.expect("vloer-exit=0");
-    assert_eq!(pty.count("winch"), 1, "SIGWINCH reached the child more than once");
+    assert_eq!(
+        pty.count("winch"),
+        1,
+        "SIGWINCH reached the child more than once"
+    );
     finish_wrapped(&mut pty, leader);
 }
 
@@ -519,19 +618,36 @@ fn window_size_change_reaches_the_child() {
 fn session_leaves_the_terminal_alone_and_forwards_ctrl_c_and_winch() {
     let help = harness::Run::new(["--help"]).finish();
     assert_eq!(help.code(), Some(0), "{help}");
-    let session_help: String =
-        help.stdout.split("--session").nth(1).unwrap_or_default().split("[env:").next().unwrap_or_default().into();
-    assert!(session_help.contains("terminal"), "--help does not say what --session does to the terminal:\n{help}");
+    let session_help: String = help
+        .stdout
+        .split("--session")
+        .nth(1)
+        .unwrap_or_default()
+        .split("[env:")
+        .next()
+        .unwrap_or_default()
+        .into();
+    assert!(
+        session_help.contains("terminal"),
+        "--help does not say what --session does to the terminal:\n{help}"
+    );
 
     let mut pty = Pty::open();
     let inner = format!(
         r#"trap 'n=$((n+1)); echo "got-int $n"' INT; trap 'echo "winch $(stty size)"' WINCH; echo "pid=$$"; {READ_UNTIL_END}; echo "after n=$n"; exit 0"#
     );
-    let leader = start_wrapped(&mut pty, r#"--session -- sh -c "$INNER""#, &[("INNER", &inner)]);
+    let leader = start_wrapped(
+        &mut pty,
+        r#"--session -- sh -c "$INNER""#,
+        &[("INNER", &inner)],
+    );
     let outer = leader.pid();
     let child = pty.expect_number("pid=");
     let st = stat(child).expect("child stat");
-    assert_eq!(st.session, child, "the child is not in a session of its own: {st:?}");
+    assert_eq!(
+        st.session, child,
+        "the child is not in a session of its own: {st:?}"
+    );
     assert_eq!(st.tty_nr, 0, "the child has a controlling terminal: {st:?}");
 
     // The terminal stays with the caller's group, where vloer-run is; vloer-run forwards.
@@ -539,12 +655,24 @@ fn session_leaves_the_terminal_alone_and_forwards_ctrl_c_and_winch() {
     pty.expect("got-int 1");
     pty.set_size(40, 100);
     pty.expect("winch 40 100");
-    assert_eq!(pty.fg(), outer, "--session moved the terminal's foreground group");
+    assert_eq!(
+        pty.fg(),
+        outer,
+        "--session moved the terminal's foreground group"
+    );
     pty.send("end\n");
     pty.expect("after n=1");
     pty.expect("vloer-exit=0");
-    assert_eq!(pty.count("got-int"), 1, "SIGINT reached the child more than once");
-    assert_eq!(pty.count("winch"), 1, "SIGWINCH reached the child more than once");
+    assert_eq!(
+        pty.count("got-int"),
+        1,
+        "SIGINT reached the child more than once"
+    );
+    assert_eq!(
+        pty.count("winch"),
+        1,
+        "SIGWINCH reached the child more than once"
+    );
     assert_eq!(pty.fg(), outer);
     finish_wrapped(&mut pty, leader);
 }
@@ -555,25 +683,49 @@ fn no_terminal_no_attempt_and_no_messages() {
     let f = harness::Run::new(["--", "sh", "-c", "echo out; exit 4"]).finish();
     assert_eq!(f.code(), Some(4), "{f}");
     assert_eq!(f.stdout, "out\n", "{f}");
-    assert!(f.stderr.lines().all(|l| harness::parse_verdict(l).is_some()), "stderr has more than the verdict:\n{f}");
+    assert!(
+        f.stderr
+            .lines()
+            .all(|l| harness::parse_verdict(l).is_some()),
+        "stderr has more than the verdict:\n{f}"
+    );
     assert_eq!(f.stderr.lines().count(), 1, "{f}");
 
     // A terminal, but stdin is /dev/null (`vloer-run ... </dev/null` typed at a prompt): the
     // terminal is not handed over, and nothing is said about it.
     let mut pty = Pty::open();
-    let leader = start_wrapped(&mut pty, r#"-- sh -c 'echo "pid=$$"; exec sleep 1000' </dev/null"#, &[]);
+    let leader = start_wrapped(
+        &mut pty,
+        r#"-- sh -c 'echo "pid=$$"; exec sleep 1000' </dev/null"#,
+        &[],
+    );
     let outer = leader.pid();
     let child = pty.expect_number("pid=");
     pty.wait_for("the child to exec sleep", |_| {
         std::fs::read_to_string(format!("/proc/{child}/comm")).is_ok_and(|c| c.trim() == "sleep")
     });
-    assert_eq!(pty.fg(), outer, "the terminal was handed over although stdin is not a terminal");
-    assert_ne!(stat(child).expect("child stat").pgrp, outer, "the child is not in a group of its own");
+    assert_eq!(
+        pty.fg(),
+        outer,
+        "the terminal was handed over although stdin is not a terminal"
+    );
+    assert_ne!(
+        stat(child).expect("child stat").pgrp,
+        outer,
+        "the child is not in a group of its own"
+    );
     // End the child by its pid; vloer-run reports 128+15.
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), nix::sys::signal::Signal::SIGTERM).expect("kill child");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("kill child");
     pty.expect("vloer-exit=143");
     let text = pty.text();
-    assert!(!text.contains("vloer-run:"), "vloer-run printed a message:\n{text}");
+    assert!(
+        !text.contains("vloer-run:"),
+        "vloer-run printed a message:\n{text}"
+    );
     assert_eq!(pty.verdict()["stopped"], true);
     finish_wrapped(&mut pty, leader);
 }
