@@ -42,19 +42,10 @@ fn can_unshare(flags: &[&str]) -> bool {
     if !harness::is_root() {
         return !harness::skip("making namespaces needs root");
     }
-    match Command::new("unshare")
-        .args(flags)
-        .arg("true")
-        .stdin(Stdio::null())
-        .output()
-    {
-        Ok(o) if o.status.success() => true,
-        Ok(o) => !harness::skip(&format!(
-            "unshare {flags:?} does not work here: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        )),
-        Err(e) => !harness::skip(&format!("cannot run unshare: {e}")),
-    }
+    let argv: Vec<&str> = std::iter::once("unshare")
+        .chain(flags.iter().copied())
+        .collect();
+    harness::works_here(&argv, &format!("unshare {flags:?}"))
 }
 
 const PID_NS: &[&str] = &["--pid", "--fork", "--mount-proc", "--kill-child"];

@@ -32,6 +32,27 @@ pub fn skip(reason: &str) -> bool {
     true
 }
 
+/// Whether `argv` followed by `true` runs and succeeds here (a namespace, a mount, a tool); when
+/// not, prints the skip reason, naming `what`, and returns false.
+pub fn works_here(argv: &[&str], what: &str) -> bool {
+    let Some((program, args)) = argv.split_first() else {
+        return false;
+    };
+    match std::process::Command::new(program)
+        .args(args)
+        .arg("true")
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(o) if o.status.success() => true,
+        Ok(o) => !skip(&format!(
+            "{what} does not work here: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => !skip(&format!("cannot run {program}: {e}")),
+    }
+}
+
 /// The result of one finished run.
 #[derive(Debug)]
 pub struct Finished {

@@ -2,7 +2,6 @@
 //! namespace (`unshare --pid --fork --mount-proc`).
 
 use crate::harness::{self, Run};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const ORPHANS: usize = 5;
@@ -66,23 +65,11 @@ fn orphaned_zombies_are_reaped_by_pid_1() {
         harness::skip("a new pid namespace needs root");
         return;
     }
-    let probe = Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "true"])
-        .stdin(Stdio::null())
-        .output();
-    match probe {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            harness::skip(&format!(
-                "unshare --pid --fork --mount-proc fails here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
-            return;
-        }
-        Err(e) => {
-            harness::skip(&format!("unshare is not available: {e}"));
-            return;
-        }
+    if !harness::works_here(
+        &["unshare", "--pid", "--fork", "--mount-proc"],
+        "unshare --pid --fork --mount-proc",
+    ) {
+        return;
     }
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");

@@ -207,24 +207,8 @@ fn an_unreadable_proc_gives_stopped_false_with_an_error() {
         "-c",
         "mount -t tmpfs none /proc && exec \"$0\" \"$@\"",
     ];
-    let probe = Command::new(wrapper[0])
-        .args(&wrapper[1..])
-        .arg("true")
-        .stdin(Stdio::null())
-        .output();
-    match probe {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            harness::skip(&format!(
-                "cannot mount a tmpfs over /proc in a new mount namespace: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
-            return;
-        }
-        Err(e) => {
-            harness::skip(&format!("unshare is not available: {e}"));
-            return;
-        }
+    if !harness::works_here(&wrapper, "a tmpfs over /proc in a new mount namespace") {
+        return;
     }
     let f = Run::via(&wrapper, ["--", "true"]).finish();
     let v = f.verdict();
