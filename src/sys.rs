@@ -117,6 +117,7 @@ pub fn raise_nofile_limit() {
 
 /// Fills fds 0-2 that were closed at start with /dev/null, so that no descriptor vloer-run opens
 /// later (a socket, the signalfd) can be mistaken for stdout or stderr. The child gets them closed.
+#[cfg_attr(test, allow(dead_code))]
 pub fn occupy_closed_std_fds() {
     for (fd, closed) in START_FD_CLOSED.iter().enumerate() {
         if closed.load(Ordering::SeqCst) {

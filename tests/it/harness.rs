@@ -11,11 +11,39 @@ use std::time::{Duration, Instant};
 
 /// The binary under test.
 pub fn bin() -> &'static str {
+    reset_inherited_ignores();
     env!("CARGO_BIN_EXE_vloer-run")
+}
+
+/// A test run started with `nohup`, or as a background job of a script, inherits SIGHUP, SIGINT
+/// or SIGQUIT ignored, and so would every vloer-run it starts, which rightly neither forwards nor
+/// stops on a signal ignored at start. The tests are about vloer-run, not about how they were
+/// launched: the test process puts such signals back to default once, before it starts anything.
+/// (SIGPIPE is Rust's own, and std resets it in every child.)
+fn reset_inherited_ignores() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        for sig in 1..libc::SIGRTMIN() {
+            if matches!(sig, libc::SIGKILL | libc::SIGSTOP | libc::SIGPIPE) || sig >= 32 {
+                continue;
+            }
+            let mut old = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+            // SAFETY: a query into zeroed, writable memory, then SIG_DFL (no handler) for a
+            // signal that was ignored; the test process installs no handlers of its own.
+            unsafe {
+                if libc::sigaction(sig, std::ptr::null(), old.as_mut_ptr()) == 0
+                    && old.assume_init().sa_sigaction == libc::SIG_IGN
+                {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
+            }
+        }
+    });
 }
 
 /// The misbehaving-child helper (tests/helpers/child.rs).
 pub fn helper() -> &'static str {
+    reset_inherited_ignores();
     env!("CARGO_BIN_EXE_vloer-test-child")
 }
 
