@@ -78,7 +78,7 @@ true only when the confirmation found no live process in the scope.
 : `survivors_omitted`
 how many survivors were left out to stay within 4096 bytes (absent when 0).
 : `reason`
-child_exited, signal, timeout, control or parent_died.
+child_exited, signal, timeout, control or parent_died; `error` when vloer-run itself failed after the child started (the `error` field says how), so that no other reason is claimed.
 : `signal`
 the signal that started the stop, for reason signal.
 : `child`

@@ -163,7 +163,8 @@ impl Supervisor {
             // A failure inside vloer-run still ends in the stop and the verdict.
             msg::error(format_args!("{e:#}"));
             self.errors.push(format!("{e:#}"));
-            self.begin_stop(Reason::ChildExited, None);
+            // The run's own reason stays if a stop was already under way (begin_stop keeps it).
+            self.begin_stop(Reason::Error, None);
             if let Err(e) = self.finish_stop_blocking() {
                 self.errors.push(format!("{e:#}"));
             }

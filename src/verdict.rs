@@ -20,6 +20,9 @@ pub enum Reason {
     Timeout,
     Control,
     ParentDied,
+    /// vloer-run itself failed after the child started (`error` says how); the contract has no
+    /// reason for this, and naming another would be a lie.
+    Error,
 }
 
 /// The main child's end, as far as it is known.
