@@ -729,3 +729,35 @@ fn no_terminal_no_attempt_and_no_messages() {
     assert_eq!(pty.verdict()["stopped"], true);
     finish_wrapped(&mut pty, leader);
 }
+
+#[test]
+fn as_pid_1_a_ctrl_z_does_not_hang_the_terminal() {
+    // `docker run -t` without a shell around it: vloer-run is PID 1 with the terminal, and no one
+    // could `fg` a job that Ctrl-Z stopped, so vloer-run continues the child at once.
+    if !harness::works_here(
+        &["unshare", "--pid", "--fork", "--mount-proc"],
+        "unshare --pid --fork --mount-proc",
+    ) {
+        return;
+    }
+    let dir = harness::tempdir();
+    let fifo = gate(&dir);
+    let mut pty = Pty::open();
+    let inner = format!(
+        r#"read -r _ < "$FIFO"; echo "reading"; {READ_UNTIL_END}; echo "inner-done"; exit 4"#
+    );
+    // Inside the pid namespace vloer-run is PID 1, session leader and owner of the terminal
+    // (setsid --ctty), as in a container started with -t.
+    let script = r#"trap : INT; unshare --pid --fork --mount-proc --kill-child setsid --ctty "$VR" -v -- sh -c "$INNER"; echo "vloer-exit=$?""#;
+    let mut leader = pty.spawn(&["sh", "-c", script], &[("INNER", &inner), ("FIFO", &fifo)]);
+    release(&fifo);
+    pty.expect("reading");
+    pty.send("\x1a");
+    pty.expect("nobody could resume it");
+    pty.send("end\n");
+    pty.expect("inner-done");
+    pty.expect("vloer-exit=4");
+    // The terminal now belongs to the namespace's session, so the outer sh is only waited for.
+    let status = pty.wait_exit(&mut leader);
+    assert!(status.success(), "the outer sh failed: {status:?}");
+}
