@@ -620,20 +620,13 @@ impl Supervisor {
                 }
             };
             let is_main = Some(pid) == self.child.pid;
+            let plan = self.plan(None);
             if let Some(e) = self.execs.values_mut().find(|e| e.pid == pid) {
                 if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
                     self.reaped += 1;
                     e.status = Some(state);
                     msg::verbose(format_args!("exec {pid} ended: {state:?}"));
-                    let watch = false;
-                    let plan = StopPlan {
-                        scope: e.scope(),
-                        stop_signal: self.args.stop_signal,
-                        grace: self.args.grace,
-                        kill_timeout: self.args.kill_timeout,
-                        first: None,
-                    };
-                    e.begin_stop(ExecEnd::Exited, plan, watch);
+                    e.begin_stop(ExecEnd::Exited, plan, false);
                 }
                 continue;
             }
@@ -762,15 +755,14 @@ impl Supervisor {
     fn conclude(mut self) -> Ended {
         // Execs still stopping when the run ends are confirmed and reported now.
         let ids: Vec<ConnId> = self.execs.keys().copied().collect();
+        // Only a watch (no signal, no wait) for those that have none yet: the run is over.
+        let plan = StopPlan {
+            grace: Duration::ZERO,
+            kill_timeout: Duration::ZERO,
+            ..self.plan(None)
+        };
         for id in ids {
             if let Some(e) = self.execs.get_mut(&id) {
-                let plan = StopPlan {
-                    scope: e.scope(),
-                    stop_signal: self.args.stop_signal,
-                    grace: Duration::ZERO,
-                    kill_timeout: Duration::ZERO,
-                    first: None,
-                };
                 e.begin_stop(ExecEnd::RunEnded, plan, true);
             }
             self.finish_exec(id, Instant::now());

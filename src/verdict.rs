@@ -175,6 +175,18 @@ fn write_all_once(w: &mut dyn Write, line: &str) -> std::io::Result<()> {
     w.flush()
 }
 
+/// One write(2) of the whole line: a reader of a FIFO or device sees all of it or nothing.
+fn write_once(f: &mut std::fs::File, line: &str) -> std::io::Result<()> {
+    let n = f.write(line.as_bytes())?;
+    if n != line.len() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            format!("short write: {n} of {} bytes", line.len()),
+        ));
+    }
+    Ok(())
+}
+
 fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
     use std::os::unix::fs::OpenOptionsExt;
     let special = path.starts_with("/dev/fd")
@@ -191,14 +203,7 @@ fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
             .write(true)
             .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(path)?;
-        let n = f.write(line.as_bytes())?;
-        if n != line.len() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::WriteZero,
-                format!("short write: {n} of {} bytes", line.len()),
-            ));
-        }
-        return Ok(());
+        return write_once(&mut f, line);
     }
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -231,13 +236,7 @@ fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
             .truncate(true)
             .custom_flags(libc::O_CLOEXEC)
             .open(path)?;
-        let n = f.write(line.as_bytes())?;
-        if n != line.len() {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::WriteZero,
-                format!("short write: {n} of {} bytes", line.len()),
-            ));
-        }
+        write_once(&mut f, line)?;
         return f.sync_all();
     }
     result
