@@ -344,6 +344,15 @@ fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
             .filter(|p| inside.contains(&p.pid))
             .collect());
     }
+    walk(me, None)
+}
+
+/// What `walk` calls with each live process, its pidfd and the pids seen so far.
+type Visit<'a> = dyn FnMut(&Proc, OwnedFd, &HashSet<Pid>) + 'a;
+
+/// Every descendant of `me`, read through the children files. With a visitor, it also opens a
+/// pidfd on each process and passes each live one to the visitor once its children are queued.
+fn walk(me: Pid, mut visit: Option<&mut Visit<'_>>) -> Result<Vec<Proc>, ProcError> {
     let mut out = Vec::new();
     let mut seen = HashSet::new();
     let mut queue = Vec::new();
@@ -353,9 +362,20 @@ fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
             if !seen.insert(pid) {
                 continue;
             }
+            // Open the pidfd before reading the stat, so one read both describes the process and
+            // proves what the pidfd names. If the pid was recycled in between, the read shows
+            // another process or none, and a signal through the pidfd reaches no one. A failed
+            // open only means no visit: the caller's general path retries the process.
+            let fd = match visit {
+                Some(_) => crate::sys::pidfd_open(pid).ok(),
+                None => None,
+            };
             if let Some(p) = read(pid)? {
                 if p.is_live() {
                     children_of(pid, p.threads, &mut queue)?;
+                    if let (Some(visit), Some(fd)) = (visit.as_deref_mut(), fd) {
+                        visit(&p, fd, &seen);
+                    }
                 }
                 out.push(p);
             }
@@ -380,12 +400,8 @@ fn reparented_since(me: Pid, seen: &HashSet<Pid>, queue: &mut Vec<Pid>) -> Resul
     Ok(!queue.is_empty())
 }
 
-/// `--scope tree` read for a stop, where the kernel has children files and pidfds (`None`
-/// otherwise): the walk of `tree`, but with a pidfd on each process opened *before* its stat is
-/// read, so that one read both describes the process and proves what the pidfd names (had the
-/// pid been recycled in between, the read shows another process or none, and a signal through the
-/// pidfd reaches no one). `visit` gets each live process with its pidfd and the pids seen so far,
-/// after its children were queued, so it may signal it at once. Returns what `tree` returns.
+/// `--scope tree` read for a stop: the walk of `tree`, with each live process, its pidfd and the
+/// pids seen so far passed to `visit` (see `walk`). `None` without children files or pidfds.
 pub fn walk_tree(
     visit: &mut dyn FnMut(&Proc, OwnedFd, &HashSet<Pid>),
 ) -> Option<Result<Vec<Proc>, ProcError>> {
@@ -393,35 +409,7 @@ pub fn walk_tree(
     if !have_children_files(me) || !crate::sys::have_pidfd() {
         return None;
     }
-    let mut walk = || -> Result<Vec<Proc>, ProcError> {
-        check_procfs()?;
-        let mut out = Vec::new();
-        let mut seen = HashSet::new();
-        let mut queue = Vec::new();
-        children_of(me, 1, &mut queue)?;
-        loop {
-            while let Some(pid) = queue.pop() {
-                if !seen.insert(pid) {
-                    continue;
-                }
-                // A failure here only means no visit: the caller's general path retries it.
-                let fd = crate::sys::pidfd_open(pid).ok();
-                if let Some(p) = read(pid)? {
-                    if p.is_live() {
-                        children_of(pid, p.threads, &mut queue)?;
-                        if let Some(fd) = fd {
-                            visit(&p, fd, &seen);
-                        }
-                    }
-                    out.push(p);
-                }
-            }
-            if !reparented_since(me, &seen, &mut queue)? {
-                return Ok(out);
-            }
-        }
-    };
-    Some(walk())
+    Some(check_procfs().and_then(|()| walk(me, Some(visit))))
 }
 
 /// Whether `p` (freshly read) belongs to `scope`, given the members already known to be inside.
