@@ -39,14 +39,10 @@ fn variables_set_options() {
 
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let f = Run::new([
-        "--",
-        harness::helper(),
-        "many",
-        "2",
-        &harness::path_str(&ready),
-        "--then-exit",
-    ])
+    let f = Run::helper(
+        &[],
+        &["many", "2", &harness::path_str(&ready), "--then-exit"],
+    )
     .env("VLOER_STOP_SIGNAL", "HUP")
     .finish();
     assert_eq!(f.verdict()["sent"], serde_json::json!({"SIGHUP": 2}), "{f}");
@@ -72,16 +68,10 @@ fn a_flag_beats_its_variable() {
 
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let f = Run::new([
-        "--stop-signal",
-        "TERM",
-        "--",
-        harness::helper(),
-        "many",
-        "2",
-        &harness::path_str(&ready),
-        "--then-exit",
-    ])
+    let f = Run::helper(
+        &["--stop-signal", "TERM"],
+        &["many", "2", &harness::path_str(&ready), "--then-exit"],
+    )
     .env("VLOER_STOP_SIGNAL", "HUP")
     .finish();
     assert_eq!(

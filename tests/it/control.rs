@@ -3,9 +3,10 @@
 
 use crate::harness::{self, alive, path_str, wait_until, Run, Running};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// An instance serving a control socket around a long `sleep`.
@@ -25,9 +26,7 @@ impl Instance {
             args.extend(["--".into(), "sleep".into(), "1000".into()]);
         }
         let run = Run::new(&args).start();
-        wait_until("the control socket", || {
-            std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
-        });
+        harness::wait_for_socket(&sock);
         Instance {
             run,
             sock,
@@ -39,10 +38,24 @@ impl Instance {
         path_str(&self.sock)
     }
 
+    /// A client of this instance, for `args` = `[OP, ARGS...]`.
+    fn client_run(&self, args: &[&str]) -> Run {
+        client(&self.sock(), args)
+    }
+
     fn client(&self, args: &[&str]) -> harness::Finished {
-        let mut full: Vec<String> = vec![args[0].to_string(), "--control".into(), self.sock()];
-        full.extend(args[1..].iter().map(|s| s.to_string()));
-        Run::new(&full).finish()
+        self.client_run(args).finish()
+    }
+
+    /// Starts `vloer-run exec` of a shell that publishes its pid in `ready`, then becomes
+    /// `sleep 1000`; returns the client and the exec's pid.
+    fn exec_sleeper(&self, ready: &Path) -> (Running, i32) {
+        let script = format!("echo $$ > {}; exec sleep 1000", path_str(ready));
+        let client = self
+            .client_run(&["exec", "--", "sh", "-c", &script])
+            .start();
+        let pid = harness::wait_for_line(ready).parse().unwrap();
+        (client, pid)
     }
 
     fn status(&self) -> serde_json::Value {
@@ -56,6 +69,12 @@ impl Instance {
         let client = self.client(&["stop", "--grace", "5s"]);
         (client, self.run.finish())
     }
+}
+
+/// `vloer-run OP --control SOCK ARGS...` for `args` = `[OP, ARGS...]`.
+fn client(sock: &str, args: &[&str]) -> Run {
+    let (op, rest) = args.split_first().expect("a client op");
+    Run::new([op, "--control", sock].iter().chain(rest))
 }
 
 /// One request over a raw connection; returns the reply line.
@@ -94,15 +113,10 @@ fn socket_mode_ignores_a_permissive_umask() {
         harness::bin(),
         path_str(&sock)
     );
-    let mut run = Run::new(["-c", &script]);
-    run.cmd = std::process::Command::new("sh");
-    run.cmd
-        .args(["-c", &script])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let running = run.start();
-    wait_until("the control socket", || sock.exists());
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &script]);
+    let running = Run::of(cmd).start();
+    harness::wait_for_socket(&sock);
     let mode = std::fs::metadata(&sock).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "socket mode {mode:o} under umask 000");
     let out = Run::new(["stop", "--control", &path_str(&sock)]).finish();
@@ -164,26 +178,23 @@ fn stop_client_exits_1_when_the_stop_is_not_confirmed() {
     {
         return;
     }
-    if !unshare_works() && harness::skip("unshare --mount is not available here") {
-        return;
-    }
     let dir = harness::tempdir();
     let sock = dir.path().join("s");
-    let script = format!(
-        "mount -t tmpfs none /proc && exec {} --control {} -- sleep 1000",
-        harness::bin(),
-        path_str(&sock)
-    );
-    let mut run = Run::new(Vec::<String>::new());
-    run.cmd = std::process::Command::new("unshare");
-    run.cmd
-        .args(["--mount", "--propagation", "private", "sh", "-c", &script]);
-    run.cmd
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped());
-    let running = run.start();
-    wait_until("the control socket", || sock.exists());
+    let Some(cmd) = harness::in_mount_ns(
+        "mount -t tmpfs none /proc && exec \"$@\"",
+        &[
+            harness::bin(),
+            "--control",
+            &path_str(&sock),
+            "--",
+            "sleep",
+            "1000",
+        ],
+    ) else {
+        return;
+    };
+    let running = Run::of(cmd).start();
+    harness::wait_for_socket(&sock);
     let out = Run::new(["stop", "--control", &path_str(&sock), "--grace", "100ms"]).finish();
     assert_eq!(out.code(), Some(1), "{out}");
     let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
@@ -196,24 +207,12 @@ fn stop_client_exits_1_when_the_stop_is_not_confirmed() {
     assert_eq!(run.code(), Some(125), "{run}");
 }
 
-fn unshare_works() -> bool {
-    std::process::Command::new("unshare")
-        .args(["--mount", "true"])
-        .status()
-        .is_ok_and(|s| s.success())
-}
-
 #[test]
 fn stop_client_cannot_reach_a_missing_instance() {
     let dir = harness::tempdir();
-    for args in [vec!["stop"], vec!["status"], vec!["exec", "--", "true"]] {
-        let mut full = vec![
-            args[0].to_string(),
-            "--control".into(),
-            path_str(&dir.path().join("nobody")),
-        ];
-        full.extend(args[1..].iter().map(|s| s.to_string()));
-        let out = Run::new(&full).finish();
+    let nobody = path_str(&dir.path().join("nobody"));
+    for args in [&["stop"][..], &["status"], &["exec", "--", "true"]] {
+        let out = client(&nobody, args).finish();
         assert_eq!(out.code(), Some(125), "{out}");
         assert!(out.stderr.starts_with("vloer-run: "), "{out}");
         assert!(out.stdout.is_empty(), "{out}");
@@ -224,10 +223,7 @@ fn stop_client_cannot_reach_a_missing_instance() {
 fn status_lists_the_child_and_running_execs() {
     let inst = Instance::start(&[]);
     let dir = harness::tempdir();
-    let ready = dir.path().join("ready");
-    let script = format!("echo $$ > {}; exec sleep 1000", path_str(&ready));
-    let exec = Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", &script]).start();
-    let exec_pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
+    let (exec, exec_pid) = inst.exec_sleeper(&dir.path().join("ready"));
     let st = inst.status();
     assert_eq!(st["pid"], inst.run.pid());
     let child = st["child"]["pid"].as_i64().unwrap() as i32;
@@ -262,19 +258,17 @@ fn status_lists_the_child_and_running_execs() {
 fn exec_output_status_and_parentage() {
     let inst = Instance::start(&[]);
     let dir = harness::tempdir();
-    let out = Run::new([
-        "exec",
-        "--control",
-        &inst.sock(),
-        "--",
-        "sh",
-        "-c",
-        "echo out:$PPID; echo err >&2; pwd; echo env:$VLOER_TEST_MARK; exit 7",
-    ])
-    .env("VLOER_TEST_MARK", "marked");
-    let mut out = out;
-    out.cmd.current_dir(dir.path());
-    let out = out.finish();
+    let out = inst
+        .client_run(&[
+            "exec",
+            "--",
+            "sh",
+            "-c",
+            "echo out:$PPID; echo err >&2; pwd; echo env:$VLOER_TEST_MARK; exit 7",
+        ])
+        .env("VLOER_TEST_MARK", "marked")
+        .current_dir(dir.path())
+        .finish();
     assert_eq!(out.code(), Some(7), "{out}");
     assert!(
         out.stdout.contains(&format!("out:{}", inst.run.pid())),
@@ -290,18 +284,9 @@ fn exec_output_status_and_parentage() {
         out.stdout.contains("env:marked"),
         "environment passed: {out}"
     );
-    let signalled = Run::new([
-        "exec",
-        "--control",
-        &inst.sock(),
-        "--",
-        "sh",
-        "-c",
-        "kill -USR1 $$",
-    ])
-    .finish();
+    let signalled = inst.client(&["exec", "--", "sh", "-c", "kill -USR1 $$"]);
     assert_eq!(signalled.code(), Some(128 + libc::SIGUSR1), "{signalled}");
-    let missing = Run::new(["exec", "--control", &inst.sock(), "--", "/nonexistent/cmd"]).finish();
+    let missing = inst.client(&["exec", "--", "/nonexistent/cmd"]);
     assert_eq!(missing.code(), Some(127), "{missing}");
     inst.stop();
 }
@@ -313,18 +298,7 @@ fn exec_timeout_gives_124_and_its_tree_is_gone() {
     let pids = dir.path().join("pids");
     let script = format!("trap '' TERM; sleep 1000 & echo $! > {p}.1; (setsid sleep 1000 & echo $! > {p}.2); echo $$ > {p}; wait", p = path_str(&pids));
     let started = Instant::now();
-    let out = Run::new([
-        "exec",
-        "--control",
-        &inst.sock(),
-        "--timeout",
-        "1s",
-        "--",
-        "sh",
-        "-c",
-        &script,
-    ])
-    .finish();
+    let out = inst.client(&["exec", "--timeout", "1s", "--", "sh", "-c", &script]);
     assert_eq!(out.code(), Some(124), "{out}");
     for suffix in ["", ".1", ".2"] {
         let pid: i32 = std::fs::read_to_string(format!("{}{suffix}", path_str(&pids)))
@@ -352,11 +326,7 @@ fn killing_the_exec_client_stops_the_exec() {
     let inst = Instance::start(&[]);
     for sig in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
         let dir = harness::tempdir();
-        let ready = dir.path().join("ready");
-        let script = format!("echo $$ > {}; exec sleep 1000", path_str(&ready));
-        let client =
-            Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", &script]).start();
-        let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
+        let (client, pid) = inst.exec_sleeper(&dir.path().join("ready"));
         assert!(alive(pid));
         nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(client.pid()),
@@ -387,9 +357,7 @@ fn the_main_childs_exit_stops_a_running_exec() {
     let ready = dir.path().join("ready");
     let main_script = format!("while [ ! -e {} ]; do sleep 0.05; done", path_str(&go));
     let inst = Instance::start(&["--", "sh", "-c", &main_script]);
-    let script = format!("echo $$ > {}; exec sleep 1000", path_str(&ready));
-    let client = Run::new(["exec", "--control", &inst.sock(), "--", "sh", "-c", &script]).start();
-    let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
+    let (client, pid) = inst.exec_sleeper(&ready);
     std::fs::write(&go, "").unwrap();
     let out = client.finish();
     assert_eq!(out.code(), Some(143), "{out}");
@@ -412,26 +380,8 @@ fn a_peer_with_another_uid_is_refused() {
     // Open the path so that the uid check itself, not the file mode, is what refuses.
     std::fs::set_permissions(inst._dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::fs::set_permissions(&inst.sock, std::fs::Permissions::from_mode(0o666)).unwrap();
-    let as_nobody = |client: &str| {
-        let mut run = Run::new(Vec::<String>::new());
-        run.cmd = std::process::Command::new("setpriv");
-        run.cmd.args([
-            "--reuid",
-            "65534",
-            "--regid",
-            "65534",
-            "--clear-groups",
-            harness::bin(),
-            client,
-            "--control",
-            &inst.sock(),
-        ]);
-        run.cmd
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        run.finish()
-    };
+    let as_nobody =
+        |op: &str| Run::via(&harness::AS_NOBODY, [op, "--control", &inst.sock()]).finish();
     let out = as_nobody("status");
     assert_eq!(out.code(), Some(125), "{out}");
     assert!(out.stderr.contains("forbidden"), "{out}");
@@ -538,9 +488,9 @@ fn new_execs_are_refused_while_stopping() {
     );
     let inst = Instance::start(&["--grace", "30s", "--", "sh", "-c", &script]);
     let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
-    let stopper = Run::new(["stop", "--control", &inst.sock()]).start();
+    let stopper = inst.client_run(&["stop"]).start();
     wait_until("the stop to begin", || inst.status()["state"] == "stopping");
-    let refused = Run::new(["exec", "--control", &inst.sock(), "--", "true"]).finish();
+    let refused = inst.client(&["exec", "--", "true"]);
     assert_eq!(refused.code(), Some(125), "{refused}");
     assert!(refused.stderr.contains("stopping"), "{refused}");
     nix::sys::signal::kill(

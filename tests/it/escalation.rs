@@ -8,18 +8,13 @@ use std::time::{Duration, Instant};
 fn a_child_that_ignores_term_is_killed_after_the_grace() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new([
-        "--grace",
-        "500ms",
-        "--",
-        harness::helper(),
-        "ignore-term",
-        &harness::path_str(&ready),
-    ])
-    .start();
-    let pid = harness::wait_for_pids(&ready)[0];
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let (run, pids) = Run::helper(
+        &["--grace", "500ms"],
+        &["ignore-term", &harness::path_str(&ready)],
+    )
+    .start_until_ready(&ready);
+    let pid = pids[0];
+    let f = run.finish_after(libc::SIGTERM);
     let v = f.verdict();
     assert_eq!(v["stopped"], true, "{f}");
     assert_eq!(v["sent"]["SIGTERM"], 1, "{f}");
@@ -38,20 +33,13 @@ fn a_child_that_ignores_term_is_killed_after_the_grace() {
 fn a_tree_that_exits_on_term_ends_the_stop_at_once() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new([
-        "--grace",
-        "20s",
-        "--",
-        harness::helper(),
-        "many",
-        "3",
-        &harness::path_str(&ready),
-    ])
-    .start();
-    let pids = harness::wait_for_pids(&ready);
+    let (run, pids) = Run::helper(
+        &["--grace", "20s"],
+        &["many", "3", &harness::path_str(&ready)],
+    )
+    .start_until_ready(&ready);
     let signalled = Instant::now();
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let f = run.finish_after(libc::SIGTERM);
     let took = signalled.elapsed();
     let v = f.verdict();
     assert_eq!(v["stopped"], true, "{f}");
@@ -75,16 +63,10 @@ fn a_tree_that_exits_on_term_ends_the_stop_at_once() {
 fn stop_signal_chooses_the_polite_signal() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let f = Run::new([
-        "--stop-signal",
-        "HUP",
-        "--",
-        harness::helper(),
-        "many",
-        "2",
-        &harness::path_str(&ready),
-        "--then-exit",
-    ])
+    let f = Run::helper(
+        &["--stop-signal", "HUP"],
+        &["many", "2", &harness::path_str(&ready), "--then-exit"],
+    )
     .finish();
     let v = f.verdict();
     assert_eq!(v["sent"], serde_json::json!({"SIGHUP": 2}), "{f}");
@@ -98,20 +80,12 @@ fn kill_rounds_end_when_the_scope_is_empty() {
     // a 30 s kill timeout; the grace is what a TERM-ignoring child costs.
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new([
-        "--grace",
-        "200ms",
-        "--kill-timeout",
-        "30s",
-        "--",
-        harness::helper(),
-        "ignore-term",
-        &harness::path_str(&ready),
-    ])
-    .start();
-    harness::wait_for_pids(&ready);
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let (run, _) = Run::helper(
+        &["--grace", "200ms", "--kill-timeout", "30s"],
+        &["ignore-term", &harness::path_str(&ready)],
+    )
+    .start_until_ready(&ready);
+    let f = run.finish_after(libc::SIGTERM);
     assert_eq!(f.verdict()["stopped"], true, "{f}");
     assert!(f.elapsed < Duration::from_secs(15), "{f}");
 }

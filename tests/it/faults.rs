@@ -4,8 +4,8 @@
 //! socket under fuzzing are in huge.rs.
 
 use crate::harness::{
-    self, alive, path_str, wait_for_pids, wait_for_text, wait_gone, wait_until, Adopted, Finished,
-    Run, Running,
+    self, alive, path_str, state, wait_for_pids, wait_for_text, wait_gone, wait_until, Adopted,
+    Finished, Run, Running,
 };
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -15,26 +15,11 @@ use std::time::{Duration, Instant};
 // ---------------------------------------------------------------------------------------------
 // Machinery shared by the cases below.
 
-/// A command whose environment cannot configure the run by accident, with stdin closed and the
-/// output captured.
-fn command(program: &str) -> Command {
-    let mut cmd = Command::new(program);
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("VLOER_") {
-            cmd.env_remove(k);
-        }
-    }
-    cmd
-}
-
 /// `sh -c SCRIPT sh ARGS...`, ended with its whole tree if the test fails.
 fn sh(script: &str, args: &[&str]) -> Running {
-    let mut cmd = command("sh");
+    let mut cmd = Command::new("sh");
     cmd.args(["-c", script, "sh"]).args(args);
-    Run { cmd }.start()
+    Run::of(cmd).start()
 }
 
 /// Whether `unshare` with these namespace flags works here (root, util-linux); prints why not.
@@ -53,9 +38,9 @@ const PID_NS: &[&str] = &["--pid", "--fork", "--mount-proc", "--kill-child"];
 /// Runs `script` as pid 1 of a new pid namespace with its own /proc. When the script ends, the
 /// kernel kills whatever is left in the namespace, so nothing can escape the test.
 fn in_pid_namespace(script: &str, args: &[&str]) -> Running {
-    let mut cmd = command("unshare");
+    let mut cmd = Command::new("unshare");
     cmd.args(PID_NS).args(["sh", "-c", script, "sh"]).args(args);
-    Run { cmd }.start()
+    Run::of(cmd).start()
 }
 
 /// A temporary folder anyone may write to (for processes that run under another uid).
@@ -87,31 +72,34 @@ fn verdicts(text: &str) -> usize {
         .count()
 }
 
+/// The tree was stopped, yet the run failed (125) and says why: `error` names `cause`.
+fn assert_stopped_but_failed(v: &serde_json::Value, cause: &str, context: &dyn std::fmt::Display) {
+    assert_eq!(v["stopped"], true, "{context}");
+    assert_eq!(v["exit_code"], 125, "{context}");
+    assert!(
+        v["error"].as_str().unwrap_or_default().contains(cause),
+        "{context}"
+    );
+}
+
 fn sent(v: &serde_json::Value, sig: &str) -> u64 {
     v["sent"].get(sig).and_then(|n| n.as_u64()).unwrap_or(0)
 }
 
 /// A field of /proc/PID/status in kB (VmRSS) or as a number.
 fn status_number(pid: i32, field: &str) -> u64 {
-    let status = read(Path::new(&format!("/proc/{pid}/status")));
-    harness::status_field(&status, field)
+    let value = harness::proc_status(pid, field);
+    value
         .split_whitespace()
         .next()
         .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("{field} of {pid}: {status}"))
+        .unwrap_or_else(|| panic!("{field} of {pid}: {value:?}"))
 }
 
 fn open_fds(pid: i32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd"))
         .map(|d| d.count())
         .unwrap_or_else(|e| panic!("/proc/{pid}/fd: {e}"))
-}
-
-/// The one-letter state of a process, or None when it is gone.
-fn state(pid: i32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next())
 }
 
 fn kill(pid: i32, sig: i32) {
@@ -173,16 +161,7 @@ fn closed_stderr_still_stops_the_tree_and_exits_125() {
         out.stdout.is_empty() && out.stderr.is_empty(),
         "nothing may reach a closed stderr or stdout: {out}"
     );
-    let v = client.stdout_verdict();
-    assert_eq!(v["stopped"], true, "{client}");
-    assert_eq!(v["exit_code"], 125, "{client}");
-    assert!(
-        v["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("stderr was closed"),
-        "{client}"
-    );
+    assert_stopped_but_failed(&client.stdout_verdict(), "stderr was closed", &client);
     assert_all_gone(&pids, &out);
 }
 
@@ -224,21 +203,11 @@ fn closed_stdout_for_the_verdict_is_reported_and_exits_125() {
 fn broken_stdout_pipe_is_reported_not_a_death_by_sigpipe() {
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
-    let mut run = Run::new([
-        "--verdict",
-        "-",
-        "--",
-        harness::helper(),
-        "many",
-        "2",
-        &path_str(&ready),
-    ])
-    .start();
+    let mut run = Run::helper(&["--verdict", "-"], &["many", "2", &path_str(&ready)]).start();
     // The reader goes away before the verdict is written.
     drop(run.child.stdout.take());
     let pids = wait_for_pids(&ready);
-    run.signal(libc::SIGTERM);
-    let out = run.finish();
+    let out = run.finish_after(libc::SIGTERM);
     assert_eq!(
         out.status.code(),
         Some(125),
@@ -249,24 +218,16 @@ fn broken_stdout_pipe_is_reported_not_a_death_by_sigpipe() {
         "the failure is reported on stderr: {out}"
     );
     // The verdict itself falls back to stderr, with the failure in it.
-    let v = out.verdict();
-    assert_eq!(v["stopped"], true, "{out}");
-    assert_eq!(v["exit_code"], 125, "{out}");
-    assert!(
-        v["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Broken pipe"),
-        "{out}"
-    );
+    assert_stopped_but_failed(&out.verdict(), "Broken pipe", &out);
     assert_all_gone(&pids, &out);
 }
 
-/// vloer-run with `--verdict DIR/verdict.json`, where DIR is a tmpfs made read-only or full in a
-/// mount namespace of its own.
-fn verdict_on_a_broken_tmpfs(how: &str) -> Option<(Finished, Vec<i32>)> {
+/// vloer-run with `--verdict DIR/verdict.json`, where DIR is a tmpfs made read-only or full
+/// (`how`) in a mount namespace of its own: the tree is still stopped, the failure is named in a
+/// message (`message`) and in the verdict's error (`in_error`), and the exit is 125.
+fn a_verdict_on_a_broken_tmpfs_is_reported(how: &str, message: &str, in_error: &str) {
     if !can_unshare(&["--mount"]) {
-        return None;
+        return;
     }
     let dir = harness::tempdir();
     let mnt = dir.path().join("mnt");
@@ -282,84 +243,99 @@ fn verdict_on_a_broken_tmpfs(how: &str) -> Option<(Finished, Vec<i32>)> {
         esac
         exec "$@"
     "#;
-    let mut cmd = command("unshare");
-    cmd.args([
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        script,
-        "sh",
-        &path_str(&mnt),
-        how,
-    ])
-    .args([
-        harness::bin(),
-        "--verdict",
-        &path_str(&mnt.join("verdict.json")),
-        "--",
-        harness::helper(),
-        "many",
-        "2",
-        &path_str(&ready),
-    ]);
-    let run = Run { cmd }.start();
-    let pids = wait_for_pids(&ready);
-    run.signal(libc::SIGTERM);
-    Some((run.finish(), pids))
+    let mut args = vec![path_str(&mnt), how.to_string(), harness::bin().to_string()];
+    args.extend(harness::helper_argv(
+        &["--verdict", &path_str(&mnt.join("verdict.json"))],
+        &["many", "2", &path_str(&ready)],
+    ));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let Some(cmd) = harness::in_mount_ns(script, &args) else {
+        return;
+    };
+    let (run, pids) = Run::of(cmd).start_until_ready(&ready);
+    let out = run.finish_after(libc::SIGTERM);
+    assert_eq!(out.code(), Some(125), "{out}");
+    assert!(
+        out.messages()
+            .iter()
+            .any(|m| m.contains("verdict.json") && m.contains(message)),
+        "{out}"
+    );
+    assert_stopped_but_failed(&out.verdict(), in_error, &out);
+    assert_all_gone(&pids, &out);
 }
 
 #[test]
 fn read_only_verdict_folder_is_reported_and_exits_125() {
-    let Some((out, pids)) = verdict_on_a_broken_tmpfs("ro") else {
-        return;
-    };
-    assert_eq!(out.code(), Some(125), "{out}");
-    assert!(
-        out.messages()
-            .iter()
-            .any(|m| m.contains("verdict.json") && m.contains("Read-only file system")),
-        "{out}"
-    );
-    let v = out.verdict();
-    assert_eq!(v["stopped"], true, "{out}");
-    assert!(
-        v["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("Read-only file system"),
-        "{out}"
-    );
-    assert_all_gone(&pids, &out);
+    a_verdict_on_a_broken_tmpfs_is_reported("ro", "Read-only file system", "Read-only file system");
 }
 
 #[test]
 fn full_verdict_filesystem_is_reported_and_exits_125() {
-    let Some((out, pids)) = verdict_on_a_broken_tmpfs("full") else {
-        return;
-    };
-    assert_eq!(out.code(), Some(125), "{out}");
-    assert!(
-        out.messages()
-            .iter()
-            .any(|m| m.contains("verdict.json") && m.contains("No space left on device")),
-        "{out}"
-    );
-    let v = out.verdict();
-    assert_eq!(v["stopped"], true, "{out}");
-    assert!(
-        v["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("No space left"),
-        "{out}"
-    );
-    assert_all_gone(&pids, &out);
+    a_verdict_on_a_broken_tmpfs_is_reported("full", "No space left on device", "No space left");
 }
 
 // ---------------------------------------------------------------------------------------------
 // Pid reuse.
+
+/// The shell half of a pid-reuse scene, run by `in_pid_namespace` with the arguments DIR,
+/// vloer-run and the helper. `fail MESSAGE` records why the scene could not be set up.
+/// `recycle PID` waits until PID is free, then starts the bystander on that very pid (a recorder
+/// outside the run, leading a session and group of its own) as $B, and waits until it records.
+/// `report` waits for vloer-run ($VR_PID), then records its status and the bystander's state.
+const PID_REUSE: &str = r#"
+    D=$1 VR=$2 H=$3
+    fail() { echo "$*" > "$D/fail"; exit 1; }
+    published() { until [ -s "$1" ]; do sleep 0.01; done; cat "$1"; }
+    recycle() {
+        while [ -e "/proc/$1" ]; do sleep 0.01; done
+        # No fork may happen between the next two steps.
+        echo $(($1 - 1)) > /proc/sys/kernel/ns_last_pid
+        setsid "$H" record "$D/bystander" &
+        B=$!
+        [ "$B" = "$1" ] || fail "the bystander got pid $B, not the recycled $1"
+        until grep -q '^ready' "$D/bystander" 2>/dev/null; do sleep 0.01; done
+    }
+    report() {
+        wait $VR_PID
+        echo $? > "$D/status"
+        read -r _ _ s _ < "/proc/$B/stat" && echo "$s" > "$D/bystander-state"
+        echo "$B" > "$D/bystander-pid"
+    }
+"#;
+
+/// Runs a pid-reuse scene (`PID_REUSE`, then `script`) in `dir` and checks that it was set up
+/// and ran to its end, and that the bystander was never signalled and still lives; returns
+/// vloer-run's verdict, its status as `report` recorded it, and the context to print.
+fn pid_reuse_scene(dir: &Path, script: &str) -> (serde_json::Value, String, String) {
+    let script = [PID_REUSE, script].concat();
+    let out = in_pid_namespace(
+        &script,
+        &[&path_str(dir), harness::bin(), harness::helper()],
+    )
+    .finish();
+    let ctx = format!("{out}\n--- vloer-run's log\n{}", read(&dir.join("log")));
+    assert!(
+        !dir.join("fail").exists(),
+        "{}\n{ctx}",
+        read(&dir.join("fail"))
+    );
+    assert_eq!(out.code(), Some(0), "{ctx}");
+    let b = read(&dir.join("bystander-pid")).trim().to_string();
+    assert_eq!(
+        read(&dir.join("bystander")).trim(),
+        format!("ready {b}"),
+        "the bystander (pid {b}) was signalled\n{ctx}"
+    );
+    assert_eq!(
+        read(&dir.join("bystander-state")).trim(),
+        "S",
+        "the bystander must still live\n{ctx}"
+    );
+    let v = verdict_in(&dir.join("verdict"), &ctx);
+    let status = read(&dir.join("status")).trim().to_string();
+    (v, status, ctx)
+}
 
 /// The main child leaves a TERM-ignoring process behind (in a session of its own) and exits, so
 /// the stop sits in its grace period. Its pid, now free, is recycled through `ns_last_pid` into a
@@ -372,57 +348,23 @@ fn a_recycled_child_pid_never_receives_a_signal() {
         return;
     }
     let dir = harness::tempdir();
-    let d = path_str(dir.path());
     let script = r#"
-        D=$1 VR=$2 H=$3
-        fail() { echo "$*" > "$D/fail"; exit 1; }
         "$VR" -v --grace 5s --kill-timeout 2s --verdict "$D/verdict" -- sh -c '
             setsid "$0" ignore-term "$1/held" &
             until [ -s "$1/held" ]; do sleep 0.01; done
             echo $$ > "$1/child"' "$H" "$D" 2> "$D/log" &
         VR_PID=$!
-        until [ -s "$D/child" ]; do sleep 0.01; done
-        C=$(cat "$D/child")
+        C=$(published "$D/child")
         HELD=$(cat "$D/held")
-        # Reaped by vloer-run: the pid is free. No fork may happen between the next two steps.
-        while [ -e "/proc/$C" ]; do sleep 0.01; done
-        echo $((C - 1)) > /proc/sys/kernel/ns_last_pid
-        setsid "$H" record "$D/bystander" &
-        B=$!
-        [ "$B" = "$C" ] || fail "the bystander got pid $B, not the recycled $C"
-        until grep -q '^ready' "$D/bystander" 2>/dev/null; do sleep 0.01; done
+        # Reaped by vloer-run: the pid is free.
+        recycle "$C"
         kill -USR1 $VR_PID; kill -HUP $VR_PID; kill -TERM $VR_PID
         until grep -q 'received SIGTERM' "$D/log"; do sleep 0.01; done
         # Proof that the signals came during the grace period: the held process still lives.
         [ -e "/proc/$HELD" ] || fail "too slow: the grace period was over before the signals came"
-        wait $VR_PID
-        echo $? > "$D/status"
-        read -r _ _ s _ < "/proc/$B/stat" && echo "$s" > "$D/bystander-state"
-        echo "$B" > "$D/bystander-pid"
+        report
     "#;
-    let out = in_pid_namespace(script, &[&d, harness::bin(), harness::helper()]).finish();
-    let ctx = format!(
-        "{out}\n--- vloer-run's log\n{}",
-        read(&dir.path().join("log"))
-    );
-    assert!(
-        !dir.path().join("fail").exists(),
-        "{}\n{ctx}",
-        read(&dir.path().join("fail"))
-    );
-    assert_eq!(out.code(), Some(0), "{ctx}");
-    let b = read(&dir.path().join("bystander-pid")).trim().to_string();
-    assert_eq!(
-        read(&dir.path().join("bystander")).trim(),
-        format!("ready {b}"),
-        "the bystander (pid {b}) was signalled\n{ctx}"
-    );
-    assert_eq!(
-        read(&dir.path().join("bystander-state")).trim(),
-        "S",
-        "the bystander must still live\n{ctx}"
-    );
-    let v = verdict_in(&dir.path().join("verdict"), &ctx);
+    let (v, status, ctx) = pid_reuse_scene(dir.path(), script);
     assert_eq!(v["stopped"], true, "{ctx}");
     assert_eq!(v["reason"], "child_exited", "{ctx}");
     assert_eq!(
@@ -430,7 +372,7 @@ fn a_recycled_child_pid_never_receives_a_signal() {
         1,
         "the held process is KILLed after the grace period\n{ctx}"
     );
-    assert_eq!(read(&dir.path().join("status")).trim(), "0", "{ctx}");
+    assert_eq!(status, "0", "{ctx}");
 }
 
 /// `--scope group`: the group is the child's, and the stop scans it afresh. Here the child exits
@@ -443,7 +385,6 @@ fn group_scope_never_takes_a_recycled_group_for_the_child_s() {
         return;
     }
     let dir = harness::tempdir();
-    let d = path_str(dir.path());
     // The main child starts a member of its group and exits; the member waits for `go`, then
     // leaves the group for a session of its own.
     std::fs::write(
@@ -457,57 +398,25 @@ fn group_scope_never_takes_a_recycled_group_for_the_child_s() {
     )
     .unwrap();
     let script = r#"
-        D=$1 VR=$2 H=$3
-        fail() { echo "$*" > "$D/fail"; exit 1; }
         "$VR" -v --scope group --when-child-exits wait --timeout 6s --grace 1s --control "$D/ctl" \
             --verdict "$D/verdict" -- sh "$D/child.sh" "$D" "$H" 2> "$D/log" &
         VR_PID=$!
-        until [ -s "$D/child" ]; do sleep 0.01; done
-        C=$(cat "$D/child")
+        C=$(published "$D/child")
         until "$VR" status --control "$D/ctl" 2>/dev/null | grep -q '"state":"waiting"'; do sleep 0.01; done
         touch "$D/go"
         until [ -s "$D/member" ]; do sleep 0.01; done
-        while [ -e "/proc/$C" ]; do sleep 0.01; done
-        echo $((C - 1)) > /proc/sys/kernel/ns_last_pid
-        setsid "$H" record "$D/bystander" &
-        B=$!
-        [ "$B" = "$C" ] || fail "the bystander got pid $B, not the recycled $C"
-        until grep -q '^ready' "$D/bystander" 2>/dev/null; do sleep 0.01; done
+        recycle "$C"
         grep -q 'stopping' "$D/log" && fail "too slow: the stop began before the bystander was in place"
-        wait $VR_PID
-        echo $? > "$D/status"
-        read -r _ _ s _ < "/proc/$B/stat" && echo "$s" > "$D/bystander-state"
-        echo "$B" > "$D/bystander-pid"
+        report
     "#;
-    let out = in_pid_namespace(script, &[&d, harness::bin(), harness::helper()]).finish();
-    let ctx = format!(
-        "{out}\n--- vloer-run's log\n{}",
-        read(&dir.path().join("log"))
-    );
-    assert!(
-        !dir.path().join("fail").exists(),
-        "{}\n{ctx}",
-        read(&dir.path().join("fail"))
-    );
-    let b = read(&dir.path().join("bystander-pid")).trim().to_string();
-    assert_eq!(
-        read(&dir.path().join("bystander")).trim(),
-        format!("ready {b}"),
-        "the bystander (pid {b}) was signalled\n{ctx}"
-    );
-    assert_eq!(
-        read(&dir.path().join("bystander-state")).trim(),
-        "S",
-        "the bystander must still live\n{ctx}"
-    );
-    let v = verdict_in(&dir.path().join("verdict"), &ctx);
+    let (v, status, ctx) = pid_reuse_scene(dir.path(), script);
     assert_eq!(
         (v["stopped"].as_bool(), v["reason"].as_str()),
         (Some(true), Some("timeout")),
         "{ctx}"
     );
     assert!(v["survivors"].as_array().unwrap().is_empty(), "{ctx}");
-    assert_eq!(read(&dir.path().join("status")).trim(), "124", "{ctx}");
+    assert_eq!(status, "124", "{ctx}");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -586,25 +495,15 @@ fn fork_storm_converges_or_is_reported_truthfully_in_time() {
 fn sigstopped_processes_still_end_on_the_stop_signal() {
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
-    let run = Run::new([
-        "--grace",
-        "30s",
-        "--",
-        harness::helper(),
-        "many",
-        "2",
-        &path_str(&ready),
-    ])
-    .start();
-    let pids = wait_for_pids(&ready);
+    let (run, pids) = Run::helper(&["--grace", "30s"], &["many", "2", &path_str(&ready)])
+        .start_until_ready(&ready);
     for pid in &pids {
         kill(*pid, libc::SIGSTOP);
     }
     wait_until("every process stopped", || {
         pids.iter().all(|p| state(*p) == Some('T'))
     });
-    run.signal(libc::SIGTERM);
-    let out = run.finish();
+    let out = run.finish_after(libc::SIGTERM);
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
     // They ended on SIGTERM (woken by SIGCONT), not on the SIGKILL 30 s later.
@@ -635,10 +534,7 @@ fn attach_strace(pid: i32) -> std::process::Child {
         .expect("strace");
     let tpid = tracer.id().to_string();
     wait_until("strace to attach", || {
-        harness::status_field(
-            &read(Path::new(&format!("/proc/{pid}/status"))),
-            "TracerPid",
-        ) == tpid
+        harness::proc_status(pid, "TracerPid") == tpid
     });
     tracer
 }
@@ -677,18 +573,12 @@ fn traced_processes_still_end() {
     ])
     .start();
     let pids = wait_for_pids(&ready);
-    let inner = harness::status_field(
-        &read(Path::new(&format!("/proc/{}/status", pids[0]))),
-        "TracerPid",
-    )
-    .parse::<i32>()
-    .unwrap();
+    let inner: i32 = harness::proc_status(pids[0], "TracerPid").parse().unwrap();
     assert_ne!(inner, 0, "strace traces the helper");
     let mut outer = [attach_strace(pids[1])];
     kill(inner, libc::SIGSTOP);
     wait_until("the inner strace to stop", || state(inner) == Some('T'));
-    run.signal(libc::SIGTERM);
-    let out = run.finish();
+    let out = run.finish_after(libc::SIGTERM);
     end_tracers(&mut outer);
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
@@ -707,25 +597,16 @@ fn a_process_held_by_a_frozen_outside_tracer_is_reported_as_a_survivor() {
     }
     let dir = harness::tempdir();
     let ready = dir.path().join("ready");
-    let run = Run::new([
-        "--grace",
-        "1s",
-        "--kill-timeout",
-        "1s",
-        "--",
-        harness::helper(),
-        "many",
-        "1",
-        &path_str(&ready),
-    ])
-    .start();
-    let pids = wait_for_pids(&ready);
+    let (run, pids) = Run::helper(
+        &["--grace", "1s", "--kill-timeout", "1s"],
+        &["many", "1", &path_str(&ready)],
+    )
+    .start_until_ready(&ready);
     let mut tracers = [attach_strace(pids[1])];
     let frozen = tracers[0].id() as i32;
     kill(frozen, libc::SIGSTOP);
     wait_until("strace to stop", || state(frozen) == Some('T'));
-    run.signal(libc::SIGTERM);
-    let out = run.finish();
+    let out = run.finish_after(libc::SIGTERM);
     let held_state = state(pids[1]);
     end_tracers(&mut tracers);
     let v = out.verdict();
@@ -770,18 +651,13 @@ fn a_descendant_blocking_sigterm_is_killed_on_time() {
     ])
     .start();
     let pids = wait_for_pids(&ready);
-    let blocked = harness::status_field(
-        &read(Path::new(&format!("/proc/{}/status", pids[0]))),
-        "SigBlk",
-    )
-    .to_string();
+    let blocked = harness::proc_status(pids[0], "SigBlk");
     assert_ne!(
         u64::from_str_radix(&blocked, 16).unwrap() & (1 << (libc::SIGTERM - 1)),
         0,
         "SIGTERM is not blocked: {blocked}"
     );
-    run.signal(libc::SIGTERM);
-    let out = run.finish();
+    let out = run.finish_after(libc::SIGTERM);
     let v = out.verdict();
     assert_eq!(v["stopped"], true, "{out}");
     assert_eq!(sent(&v, "SIGKILL"), 1, "{out}");
@@ -803,23 +679,14 @@ const RSS_SLACK_KIB: u64 = 256;
 #[test]
 fn reaping_100k_zombies_keeps_memory_and_descriptors_flat() {
     let dir = harness::tempdir();
-    let run = Run::new([
-        "--",
-        harness::helper(),
-        "zombies",
-        "100000",
-        "10000",
-        &path_str(dir.path()),
-    ])
-    .start();
+    let run = Run::helper(&[], &["zombies", "100000", "10000", &path_str(dir.path())]).start();
     let vr = run.pid();
     wait_for_pids(&dir.path().join("paused"));
     let (rss0, fds0) = (status_number(vr, "VmRSS"), open_fds(vr));
     std::fs::write(dir.path().join("resume"), "").unwrap();
     let made = wait_for_pids(&dir.path().join("done"));
     let (rss1, fds1) = (status_number(vr, "VmRSS"), open_fds(vr));
-    run.signal(libc::SIGTERM);
-    let out = run.finish();
+    let out = run.finish_after(libc::SIGTERM);
     eprintln!(
         "after 10k zombies: {rss0} kB, {fds0} fds; after {}: {rss1} kB, {fds1} fds; {:?}",
         made[0], out.elapsed
@@ -841,7 +708,7 @@ fn reaping_100k_zombies_keeps_memory_and_descriptors_flat() {
 fn forwarding_10k_signals_keeps_memory_and_descriptors_flat() {
     let dir = harness::tempdir();
     let log = dir.path().join("log");
-    let run = Run::new(["--", harness::helper(), "record", &path_str(&log)]).start();
+    let run = Run::helper(&[], &["record", &path_str(&log)]).start();
     let vr = run.pid();
     wait_until("the recorder", || read(&log).starts_with("ready"));
     // A real-time signal: queued, never merged, so each one sent is one forwarded and recorded.
@@ -863,8 +730,7 @@ fn forwarding_10k_signals_keeps_memory_and_descriptors_flat() {
     let (rss0, fds0) = (status_number(vr, "VmRSS"), open_fds(vr));
     send(9_000);
     let (rss1, fds1) = (status_number(vr, "VmRSS"), open_fds(vr));
-    run.signal(libc::SIGTERM);
-    let out = run.finish();
+    let out = run.finish_after(libc::SIGTERM);
     eprintln!(
         "after 1k signals: {rss0} kB, {fds0} fds; after 10k: {rss1} kB, {fds1} fds; {:?}",
         out.elapsed
@@ -897,7 +763,7 @@ fn with_control(extra: &[&str], child: &[&str]) -> (Running, String, tempfile::T
     args.push("--");
     args.extend(child);
     let run = Run::new(&args).start();
-    wait_until("the control socket", || Path::new(&sock).exists());
+    harness::wait_for_socket(Path::new(&sock));
     (run, sock, dir)
 }
 
@@ -976,15 +842,10 @@ fn sigkill_to_vloer_run_sends_the_child_its_parent_death_signal() {
     let mut adopted = Adopted::new();
     let dir = harness::tempdir();
     let (out_log, grand_log) = (dir.path().join("child"), dir.path().join("grandchild"));
-    let run = Run::new([
-        "--child-pdeathsig",
-        "TERM",
-        "--",
-        harness::helper(),
-        "record",
-        &path_str(&out_log),
-        &path_str(&grand_log),
-    ])
+    let run = Run::helper(
+        &["--child-pdeathsig", "TERM"],
+        &["record", &path_str(&out_log), &path_str(&grand_log)],
+    )
     .start();
     wait_until("both recorders", || {
         read(&out_log).starts_with("ready") && read(&grand_log).starts_with("ready")
@@ -1000,8 +861,7 @@ fn sigkill_to_vloer_run_sends_the_child_its_parent_death_signal() {
     let (child, grand) = (pid_of(&out_log), pid_of(&grand_log));
     adopted.add(child);
     adopted.add(grand);
-    run.signal(libc::SIGKILL);
-    let out = run.finish();
+    let out = run.finish_after(libc::SIGKILL);
     assert_eq!(
         harness::parse_verdict(&out.stderr),
         None,
@@ -1027,18 +887,11 @@ fn sigkill_to_vloer_run_sends_the_child_its_parent_death_signal() {
     // The default is SIGKILL; 0 turns it off.
     for (flag, survives) in [(&[][..], false), (&["--child-pdeathsig", "0"][..], true)] {
         let ready = dir.path().join(format!("ready-{survives}"));
-        let mut args: Vec<String> = flag.iter().map(|s| s.to_string()).collect();
-        args.extend([
-            "--".into(),
-            harness::helper().into(),
-            "sleep".into(),
-            path_str(&ready),
-        ]);
-        let run = Run::new(&args).start();
-        let child = wait_for_pids(&ready)[0];
+        let (run, pids) =
+            Run::helper(flag, &["sleep", &path_str(&ready)]).start_until_ready(&ready);
+        let child = pids[0];
         adopted.add(child);
-        run.signal(libc::SIGKILL);
-        run.finish();
+        run.finish_after(libc::SIGKILL);
         if survives {
             assert!(
                 alive(child),

@@ -9,6 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// A wrapper that runs what follows as uid and gid 65534, with no supplementary groups.
+pub const AS_NOBODY: [&str; 6] = [
+    "setpriv",
+    "--reuid",
+    "65534",
+    "--regid",
+    "65534",
+    "--clear-groups",
+];
+
 /// The binary under test.
 pub fn bin() -> &'static str {
     reset_inherited_ignores();
@@ -128,6 +138,19 @@ pub struct Running {
 }
 
 impl Running {
+    /// Takes a spawned process in charge: it and its whole tree are ended on drop.
+    pub fn of(child: Child) -> Running {
+        let pid = child.id() as i32;
+        Running {
+            child,
+            started: Instant::now(),
+            guard: TreeGuard {
+                roots: vec![pid],
+                extra: HashSet::new(),
+            },
+        }
+    }
+
     pub fn pid(&self) -> i32 {
         self.child.id() as i32
     }
@@ -186,6 +209,12 @@ impl Running {
     /// Sends `sig` to vloer-run (it is our unreaped child, so its pid cannot be recycled).
     pub fn signal(&self, sig: i32) {
         kill_pid(self.pid(), sig);
+    }
+
+    /// Sends `sig` to vloer-run, then waits for it as `finish` does.
+    pub fn finish_after(self, sig: i32) -> Finished {
+        self.signal(sig);
+        self.finish()
     }
 }
 
@@ -267,17 +296,24 @@ pub fn descendants(root: i32) -> Vec<i32> {
         if !seen.insert(pid) {
             continue;
         }
-        for task in std::fs::read_dir(format!("/proc/{pid}/task"))
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            if let Ok(s) = std::fs::read_to_string(task.path().join("children")) {
-                for c in s.split_whitespace().filter_map(|t| t.parse::<i32>().ok()) {
-                    out.push(c);
-                    queue.push(c);
-                }
-            }
+        for c in children(pid) {
+            out.push(c);
+            queue.push(c);
+        }
+    }
+    out
+}
+
+/// The children of `pid`, from every one of its threads (zombies included).
+fn children(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if let Ok(s) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|t| t.parse::<i32>().ok()));
         }
     }
     out
@@ -285,16 +321,17 @@ pub fn descendants(root: i32) -> Vec<i32> {
 
 /// Whether `pid` is alive (exists and is not a zombie).
 pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            let state = s
-                .rsplit_once(')')
-                .map(|(_, r)| r.trim_start().chars().next().unwrap_or('?'))
-                .unwrap_or('?');
-            !matches!(state, 'Z' | 'X')
-        }
-        Err(_) => false,
-    }
+    state(pid).is_some_and(|s| !matches!(s, 'Z' | 'X'))
+}
+
+/// The one-letter state of `pid` (`?` when it cannot be read), or None when it is gone.
+pub fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(
+        stat.rsplit_once(')')
+            .and_then(|(_, r)| r.trim_start().chars().next())
+            .unwrap_or('?'),
+    )
 }
 
 /// Waits until `cond` holds, checking every few milliseconds, for at most LIMIT.
@@ -329,6 +366,13 @@ impl Run {
     {
         let mut cmd = Command::new(bin());
         cmd.args(args);
+        Run::of(cmd)
+    }
+
+    /// Any command (a wrapper, a shell that starts vloer-run, a script), run as vloer-run itself
+    /// is: stdin closed, output captured, bounded in time and its tree ended on drop.
+    pub fn of(mut cmd: Command) -> Run {
+        reset_inherited_ignores();
         cmd.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -341,26 +385,30 @@ impl Run {
         Run { cmd }
     }
 
+    /// `vloer-run FLAGS -- vloer-test-child ARGS...`.
+    pub fn helper(flags: &[&str], args: &[&str]) -> Run {
+        Run::new(helper_argv(flags, args))
+    }
+
     pub fn env(mut self, k: &str, v: &str) -> Run {
         self.cmd.env(k, v);
         self
     }
 
     pub fn start(mut self) -> Running {
-        let child = self.cmd.spawn().expect("spawning vloer-run");
-        let pid = child.id() as i32;
-        Running {
-            child,
-            started: Instant::now(),
-            guard: TreeGuard {
-                roots: vec![pid],
-                extra: HashSet::new(),
-            },
-        }
+        Running::of(self.cmd.spawn().expect("spawning vloer-run"))
     }
 
     pub fn finish(self) -> Finished {
         self.start().finish()
+    }
+
+    /// Starts the run and waits until the helper has published its pids in `pidfile`; returns
+    /// them, the helper's own first. Should the helper never get there, the run is ended.
+    pub fn start_until_ready(self, pidfile: &Path) -> (Running, Vec<i32>) {
+        let run = self.start();
+        let pids = wait_for_pids(pidfile);
+        (run, pids)
     }
 }
 
@@ -377,28 +425,32 @@ pub fn tmp_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
 }
 
+/// The arguments of `vloer-run FLAGS -- vloer-test-child ARGS...`, for `Run::new` or `Run::via`.
+pub fn helper_argv(flags: &[&str], args: &[&str]) -> Vec<String> {
+    flags
+        .iter()
+        .copied()
+        .chain(["--", helper()])
+        .chain(args.iter().copied())
+        .map(String::from)
+        .collect()
+}
+
 impl Run {
     /// vloer-run started through a wrapper (`setpriv ...`, `unshare ...`): the wrapper execs it
-    /// or runs it as its child, so the wrapper's pid is the root the guard walks from.
+    /// or runs it as its child, so the wrapper's pid is the root the guard walks from. With no
+    /// wrapper, vloer-run is started directly.
     pub fn via<I, S>(wrapper: &[&str], args: I) -> Run
     where
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        let mut run = Run::new(args);
-        let mut cmd = Command::new(wrapper[0]);
-        cmd.args(&wrapper[1..]).arg(bin()).args(run.cmd.get_args());
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        for (k, v) in run.cmd.get_envs() {
-            match v {
-                Some(v) => cmd.env(k, v),
-                None => cmd.env_remove(k),
-            };
-        }
-        run.cmd = cmd;
-        run
+        let Some((program, rest)) = wrapper.split_first() else {
+            return Run::new(args);
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(rest).arg(bin()).args(args);
+        Run::of(cmd)
     }
 
     pub fn current_dir(mut self, dir: &Path) -> Run {
@@ -442,6 +494,14 @@ pub fn read_pids(path: &Path) -> Vec<i32> {
         .collect()
 }
 
+/// Waits until a control socket is bound at `path`.
+pub fn wait_for_socket(path: &Path) {
+    use std::os::unix::fs::FileTypeExt;
+    wait_until("the control socket", || {
+        std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
+    });
+}
+
 /// Waits until the file at `path` has a line equal to `line`.
 pub fn wait_for_text(path: &Path, line: &str) {
     wait_until(&format!("the line {line:?} in {}", path.display()), || {
@@ -475,6 +535,42 @@ pub fn status_field<'a>(status: &'a str, field: &str) -> &'a str {
         .find_map(|l| l.strip_prefix(field).and_then(|r| r.strip_prefix(':')))
         .map(str::trim)
         .unwrap_or_else(|| panic!("no {field} in:\n{status}"))
+}
+
+/// One field of /proc/PID/status, e.g. `TracerPid` or `SigBlk`.
+pub fn proc_status(pid: i32, field: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status_field(&status, field).to_string()
+}
+
+/// `sh -c SCRIPT sh ARGS...` in a private mount namespace: as root directly, otherwise in a user
+/// namespace; `None` (with the reason printed) where neither is possible here.
+pub fn in_mount_ns(script: &str, args: &[&str]) -> Option<Command> {
+    let unshare = |tail: &[&str]| {
+        let mut cmd = Command::new("unshare");
+        if !is_root() {
+            cmd.args(["--user", "--map-root-user"]);
+        }
+        cmd.args(["--mount", "--propagation", "private"]).args(tail);
+        cmd
+    };
+    match unshare(&["true"]).output() {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            skip(&format!(
+                "cannot make a mount namespace here: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            ));
+            return None;
+        }
+        Err(e) => {
+            skip(&format!("unshare is not available: {e}"));
+            return None;
+        }
+    }
+    let mut cmd = unshare(&["sh", "-c", script, "sh"]);
+    cmd.args(args);
+    Some(cmd)
 }
 
 /// Whether `pid` is alive and its command line mentions `marker` (the test's own temporary
@@ -548,16 +644,7 @@ impl Adopted {
         let procs = std::mem::take(&mut self.procs);
         let ours: HashSet<i32> = procs.iter().map(|(p, _)| *p).collect();
         for (pid, fd) in procs.iter().rev() {
-            // SAFETY: `fd` is a live pidfd we own; info is NULL as the syscall allows.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    fd.as_raw_fd(),
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0 as libc::c_uint,
-                );
-            }
+            pidfd_kill(fd);
             assert!(
                 wait_gone(*pid, LIMIT),
                 "pid {pid} survived SIGKILL from the test"
@@ -584,19 +671,24 @@ impl Adopted {
     }
 }
 
+/// SIGKILLs the process a pidfd holds (harmless once it is gone: the pid is never reused for it).
+fn pidfd_kill(fd: &OwnedFd) {
+    // SAFETY: `fd` is a live pidfd we own; info is NULL as the syscall allows.
+    unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            libc::SIGKILL,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        );
+    }
+}
+
 impl Drop for Adopted {
     fn drop(&mut self) {
         for (_, fd) in &self.procs {
-            // SAFETY: as in end_all.
-            unsafe {
-                libc::syscall(
-                    libc::SYS_pidfd_send_signal,
-                    fd.as_raw_fd(),
-                    libc::SIGKILL,
-                    std::ptr::null::<libc::siginfo_t>(),
-                    0 as libc::c_uint,
-                );
-            }
+            pidfd_kill(fd);
         }
     }
 }
@@ -614,24 +706,8 @@ pub fn end_group(pgid: i32) {
 
 /// The live children of `pid` with their states, from /proc (zombies included, state `Z`).
 pub fn children_states(pid: i32) -> Vec<(i32, char)> {
-    let mut out = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+    children(pid)
         .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if let Ok(s) = std::fs::read_to_string(task.path().join("children")) {
-            for c in s.split_whitespace().filter_map(|t| t.parse::<i32>().ok()) {
-                let state = std::fs::read_to_string(format!("/proc/{c}/stat"))
-                    .ok()
-                    .and_then(|s| {
-                        s.rsplit_once(')')
-                            .and_then(|(_, r)| r.trim_start().chars().next())
-                    })
-                    .unwrap_or('?');
-                out.push((c, state));
-            }
-        }
-    }
-    out
+        .map(|c| (c, state(c).unwrap_or('?')))
+        .collect()
 }

@@ -2,12 +2,11 @@
 //! COMMAND path with spaces and bytes that are not UTF-8, and a control socket under a
 //! fuzzer-style barrage that must never stop serving.
 
-use crate::harness::{self, path_str, wait_for_pids, wait_until, Run, Running};
+use crate::harness::{self, path_str, wait_for_pids, wait_until, Finished, Run, Running};
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -33,6 +32,32 @@ fn env_cost<'a>(vars: impl Iterator<Item = (&'a OsStr, &'a OsStr)>) -> usize {
 /// The shell script a child runs to report how many arguments it got and how many bytes.
 const COUNT_ARGS: &str = r#"n=0; for a; do n=$((n + ${#a})); done; echo "$# $n""#;
 
+/// Big arguments that, after the arguments `fixed` and an environment costing `env`, come within
+/// 16 KiB of `limit` (ARG_MAX; a little room for the pointers of the big arguments); returns them
+/// and how many bytes they hold.
+fn near_arg_max(limit: usize, env: usize, fixed: &[&str]) -> (Vec<String>, usize) {
+    let fixed_cost: usize = fixed.iter().map(|a| a.len() + 1 + 8).sum();
+    let payload = limit - env - fixed_cost - 16 * 1024;
+    (big_args(payload), payload)
+}
+
+/// The child (`COUNT_ARGS`) got every one of `args`, `payload` bytes in all.
+fn assert_all_counted(out: &Finished, args: &[String], payload: usize) {
+    assert_eq!(
+        out.code(),
+        Some(0),
+        "status {:?}: {}",
+        out.status,
+        out.stderr
+    );
+    assert_eq!(
+        out.stdout.trim(),
+        format!("{} {payload}", args.len()),
+        "stderr: {}",
+        out.stderr
+    );
+}
+
 /// Big arguments (at most 128 KiB each, the kernel's limit for one string) adding up to `total`.
 fn big_args(total: usize) -> Vec<String> {
     let mut args = Vec::new();
@@ -57,26 +82,15 @@ fn an_argv_near_arg_max_reaches_the_child_whole() {
             .map(|(k, v)| (k.as_os_str(), v.as_os_str())),
     );
     let fixed: Vec<&str> = vec![harness::bin(), "--", "sh", "-c", COUNT_ARGS, "sh"];
-    let fixed_cost: usize = fixed.iter().map(|a| a.len() + 1 + 8).sum();
-    // Within 16 KiB of the limit (a little room for the pointers of the big arguments).
-    let payload = limit - env - fixed_cost - 16 * 1024;
-    let args = big_args(payload);
-    let mut all: Vec<String> = fixed[1..].iter().map(|s| s.to_string()).collect();
-    all.extend(args.iter().cloned());
-    let out = Run::new(&all).finish();
-    assert_eq!(
-        out.code(),
-        Some(0),
-        "status {:?}: {}",
-        out.status,
-        out.stderr
-    );
-    assert_eq!(
-        out.stdout.trim(),
-        format!("{} {payload}", args.len()),
-        "stderr: {}",
-        out.stderr
-    );
+    let (args, payload) = near_arg_max(limit, env, &fixed);
+    let out = Run::new(
+        fixed[1..]
+            .iter()
+            .map(|s| s.to_string())
+            .chain(args.iter().cloned()),
+    )
+    .finish();
+    assert_all_counted(&out, &args, payload);
     assert_eq!(out.verdict()["stopped"], true);
     eprintln!(
         "argv of {payload} bytes in {} arguments; ARG_MAX {limit}, environment {env}",
@@ -196,25 +210,27 @@ impl Instance {
         let dir = harness::tempdir();
         let sock = dir.path().join("ctl");
         let ready = dir.path().join("ready");
-        let run = Run::new([
-            "--control",
-            &path_str(&sock),
-            "--",
-            harness::helper(),
-            "sleep",
-            &path_str(&ready),
-        ])
-        .start();
-        let child = wait_for_pids(&ready)[0];
-        wait_until("the control socket", || {
-            std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket())
-        });
+        let (run, pids) = Run::helper(
+            &["--control", &path_str(&sock)],
+            &["sleep", &path_str(&ready)],
+        )
+        .start_until_ready(&ready);
+        harness::wait_for_socket(&sock);
         Instance {
             run,
             sock,
-            child,
+            child: pids[0],
             _dir: dir,
         }
+    }
+
+    /// An instance that answers a status request, and its descriptors while it serves nobody:
+    /// the baseline they must come back to.
+    fn start_serving() -> (Instance, usize) {
+        let inst = Instance::start();
+        inst.assert_serving();
+        let baseline = inst.idle_fds();
+        (inst, baseline)
     }
 
     fn fds(&self) -> usize {
@@ -311,9 +327,7 @@ impl Noise {
 /// as it was.
 #[test]
 fn the_control_socket_survives_random_bytes_and_truncated_json() {
-    let inst = Instance::start();
-    inst.assert_serving();
-    let baseline = inst.idle_fds();
+    let (inst, baseline) = Instance::start_serving();
     let seed = 0x5eed_0f7a_11ed_u64;
     let mut noise = Noise(seed);
     let valid: [&[u8]; 4] = [
@@ -395,9 +409,7 @@ fn the_control_socket_survives_random_bytes_and_truncated_json() {
 /// a status request is still answered, and every descriptor is given back.
 #[test]
 fn the_control_socket_survives_10k_dropped_and_600_silent_connections() {
-    let inst = Instance::start();
-    inst.assert_serving();
-    let baseline = inst.idle_fds();
+    let (inst, baseline) = Instance::start_serving();
     for _ in 0..10_000 {
         drop(UnixStream::connect(&inst.sock).expect("connect"));
     }
@@ -425,9 +437,7 @@ fn the_control_socket_survives_10k_dropped_and_600_silent_connections() {
 #[test]
 fn the_control_socket_does_not_hoard_passed_descriptors() {
     use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
-    let inst = Instance::start();
-    inst.assert_serving();
-    let baseline = inst.idle_fds();
+    let (inst, baseline) = Instance::start_serving();
     let devnull: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
     let fds = [devnull.as_raw_fd(); 3];
     let s = UnixStream::connect(&inst.sock).expect("connect");
@@ -483,9 +493,7 @@ fn exec_with_a_huge_argv_and_environment_runs() {
         COUNT_ARGS,
         "sh",
     ];
-    let fixed_cost: usize = fixed.iter().map(|a| a.len() + 1 + 8).sum();
-    let payload = limit - env - fixed_cost - 16 * 1024;
-    let args = big_args(payload);
+    let (args, payload) = near_arg_max(limit, env, &fixed);
     let mut run = Run::new(
         fixed[1..]
             .iter()
@@ -494,19 +502,7 @@ fn exec_with_a_huge_argv_and_environment_runs() {
     );
     run.cmd.env_clear().envs(vars);
     let out = run.finish();
-    assert_eq!(
-        out.code(),
-        Some(0),
-        "status {:?}: {}",
-        out.status,
-        out.stderr
-    );
-    assert_eq!(
-        out.stdout.trim(),
-        format!("{} {payload}", args.len()),
-        "stderr: {}",
-        out.stderr
-    );
+    assert_all_counted(&out, &args, payload);
     inst.assert_serving();
     inst.stop();
 }

@@ -2,6 +2,7 @@
 //! namespace (`unshare --pid --fork --mount-proc`).
 
 use crate::harness::{self, Run};
+use std::path::Path;
 use std::time::Duration;
 
 const ORPHANS: usize = 5;
@@ -30,33 +31,45 @@ fn zombies_reaped(reaper: i32) -> bool {
     }
 }
 
-#[test]
-fn orphaned_zombies_are_reaped_by_the_subreaper() {
-    let dir = harness::tempdir();
-    let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new([
-        "--",
-        harness::helper(),
-        "orphans",
-        &ORPHANS.to_string(),
-        &harness::path_str(&ready),
-    ])
-    .start();
-    // Published only once every orphan has exited, after its parent did.
-    let pids = harness::wait_for_pids(&ready);
+/// vloer-run as PID 1 of a new pid namespace, with the namespace's own /proc.
+const PID_NS: [&str; 4] = ["unshare", "--pid", "--fork", "--mount-proc"];
+
+/// Starts vloer-run (through `wrapper`, if any) around a helper making ORPHANS orphans, and waits
+/// for their pids, the main child's first; they are published only once every orphan has exited,
+/// after its parent did.
+fn start_orphans(wrapper: &[&str], ready: &Path) -> (harness::Running, Vec<i32>) {
+    let argv = harness::helper_argv(
+        &[],
+        &["orphans", &ORPHANS.to_string(), &harness::path_str(ready)],
+    );
+    let (run, pids) = Run::via(wrapper, argv).start_until_ready(ready);
     assert_eq!(pids.len(), 1 + ORPHANS);
-    let reaped = zombies_reaped(run.pid());
-    // The main child is alive, so nothing but the reaper's own work can have removed them.
-    assert!(harness::alive(pids[0]), "the main child ended early");
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    (run, pids)
+}
+
+/// The zombies went while the run went on (`reaped`, by `reaper`), and the verdict counts every
+/// orphan; returns the verdict.
+fn assert_orphans_reaped(reaped: bool, reaper: &str, f: &harness::Finished) -> serde_json::Value {
     assert!(
         reaped,
-        "orphaned zombies were not reaped while the run went on: {f}"
+        "orphaned zombies were not reaped by {reaper} while the run went on: {f}"
     );
     let v = f.verdict();
     assert_eq!(v["reaped"], ORPHANS, "{f}");
     assert_eq!(v["stopped"], true, "{f}");
+    v
+}
+
+#[test]
+fn orphaned_zombies_are_reaped_by_the_subreaper() {
+    let dir = harness::tempdir();
+    let ready = harness::tmp_path(&dir, "ready");
+    let (run, pids) = start_orphans(&[], &ready);
+    let reaped = zombies_reaped(run.pid());
+    // The main child is alive, so nothing but the reaper's own work can have removed them.
+    assert!(harness::alive(pids[0]), "the main child ended early");
+    let f = run.finish_after(libc::SIGTERM);
+    assert_orphans_reaped(reaped, "the subreaper", &f);
 }
 
 #[test]
@@ -65,28 +78,13 @@ fn orphaned_zombies_are_reaped_by_pid_1() {
         harness::skip("a new pid namespace needs root");
         return;
     }
-    if !harness::works_here(
-        &["unshare", "--pid", "--fork", "--mount-proc"],
-        "unshare --pid --fork --mount-proc",
-    ) {
+    if !harness::works_here(&PID_NS, "unshare --pid --fork --mount-proc") {
         return;
     }
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::via(
-        &["unshare", "--pid", "--fork", "--mount-proc"],
-        [
-            "--",
-            harness::helper(),
-            "orphans",
-            &ORPHANS.to_string(),
-            &harness::path_str(&ready),
-        ],
-    )
-    .start();
     // The pids in the file are the namespace's; from out here, vloer-run is unshare's child.
-    let pids = harness::wait_for_pids(&ready);
-    assert_eq!(pids.len(), 1 + ORPHANS);
+    let (run, pids) = start_orphans(&PID_NS, &ready);
     let mut vloer = Vec::new();
     harness::wait_until("vloer-run under unshare", || {
         vloer = harness::children_states(run.pid());
@@ -101,13 +99,7 @@ fn orphaned_zombies_are_reaped_by_pid_1() {
     let reaped = zombies_reaped(vloer);
     harness::kill_pid(vloer, libc::SIGTERM);
     let f = run.finish();
-    assert!(
-        reaped,
-        "orphaned zombies were not reaped by PID 1 while the run went on: {f}"
-    );
-    let v = f.verdict();
-    assert_eq!(v["reaped"], ORPHANS, "{f}");
-    assert_eq!(v["stopped"], true, "{f}");
+    let v = assert_orphans_reaped(reaped, "PID 1", &f);
     assert_eq!(v["reason"], "signal", "{f}");
     assert_eq!(v["child"]["pid"], pids[0], "{f}");
 }

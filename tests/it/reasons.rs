@@ -26,10 +26,9 @@ fn child_exited() {
 fn a_stop_signal_is_forwarded_and_named() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new(["--", harness::helper(), "sleep", &harness::path_str(&ready)]).start();
-    harness::wait_for_pids(&ready);
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let (run, _) =
+        Run::helper(&[], &["sleep", &harness::path_str(&ready)]).start_until_ready(&ready);
+    let f = run.finish_after(libc::SIGTERM);
     let v = f.verdict();
     assert_eq!(v["reason"], "signal", "{f}");
     assert_eq!(v["signal"], "SIGTERM", "{f}");
@@ -42,18 +41,12 @@ fn a_stop_signal_is_forwarded_and_named() {
 fn stop_on_adds_stop_signals() {
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
-    let run = Run::new([
-        "--stop-on",
-        "USR1",
-        "--",
-        harness::helper(),
-        "sleep",
-        &harness::path_str(&ready),
-    ])
-    .start();
-    harness::wait_for_pids(&ready);
-    run.signal(libc::SIGUSR1);
-    let f = run.finish();
+    let (run, _) = Run::helper(
+        &["--stop-on", "USR1"],
+        &["sleep", &harness::path_str(&ready)],
+    )
+    .start_until_ready(&ready);
+    let f = run.finish_after(libc::SIGUSR1);
     let v = f.verdict();
     assert_eq!(v["reason"], "signal", "{f}");
     assert_eq!(v["signal"], "SIGUSR1", "{f}");

@@ -2,67 +2,14 @@
 //! log, and `--version`. (Man page and completions: src/docs.rs; the static build:
 //! scripts/static-check.sh, run by .ci/run.)
 
-use crate::harness::{self, bin, skip, Run};
+use crate::harness::{self, bin, in_mount_ns, skip, Run};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples")
         .join(name)
-}
-
-/// A command with no VLOER_* variables from the test's own environment, run through the harness
-/// (hard time limit, the tree killed on timeout).
-fn clean(mut cmd: Command) -> Run {
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("VLOER_") {
-            cmd.env_remove(k);
-        }
-    }
-    Run { cmd }
-}
-
-/// `sh -c SCRIPT` in a private mount namespace: as root directly, otherwise in a user namespace;
-/// `None` (with the reason printed) where neither is possible here.
-fn in_mount_ns(script: &str, args: &[&str]) -> Option<Command> {
-    let mut cmd = Command::new("unshare");
-    if !harness::is_root() {
-        cmd.args(["--user", "--map-root-user"]);
-    }
-    cmd.args(["--mount", "--propagation", "private", "true"]);
-    match cmd.output() {
-        Ok(o) if o.status.success() => {}
-        Ok(o) => {
-            skip(&format!(
-                "cannot make a mount namespace here: {}",
-                String::from_utf8_lossy(&o.stderr).trim()
-            ));
-            return None;
-        }
-        Err(e) => {
-            skip(&format!("unshare is not available: {e}"));
-            return None;
-        }
-    }
-    let mut cmd = Command::new("unshare");
-    if !harness::is_root() {
-        cmd.args(["--user", "--map-root-user"]);
-    }
-    cmd.args([
-        "--mount",
-        "--propagation",
-        "private",
-        "sh",
-        "-c",
-        script,
-        "sh",
-    ])
-    .args(args);
-    Some(cmd)
 }
 
 #[test]
@@ -79,7 +26,7 @@ fn example_script_goes_on_after_a_proven_stop() {
         "sh",
     ])
     .arg(&pids);
-    let done = clean(cmd).finish();
+    let done = Run::of(cmd).finish();
     // Checked before anything else, and ended here (by pid) if vloer-run left them.
     let left: Vec<i32> = harness::read_pids(&pids)
         .into_iter()
@@ -128,7 +75,7 @@ fn example_script_refuses_to_go_on_without_proof() {
         return;
     };
     cmd.env("VLOER_RUN", bin());
-    let done = clean(cmd).finish();
+    let done = Run::of(cmd).finish();
     assert_eq!(done.code(), Some(125), "{done}");
     assert!(
         done.stderr
@@ -170,7 +117,7 @@ fn example_script_lists_survivors_with_jq_and_with_python() {
         if let Some(p) = path {
             cmd.env("PATH", p);
         }
-        let done = clean(cmd).finish();
+        let done = Run::of(cmd).finish();
         assert_eq!(done.code(), Some(125), "{tool}: {done}");
         assert!(
             done.stderr.contains(r#"run-and-check: survivors: [{"pid":31,"ppid":1,"pgid":31,"sid":31,"state":"D","comm":"flush"}]"#),
@@ -237,7 +184,7 @@ fn verdict_reaches_a_bind_mounted_termination_log() {
     ) else {
         return;
     };
-    let done = clean(cmd).finish();
+    let done = Run::of(cmd).finish();
     assert_eq!(done.code(), Some(0), "{done}");
     let text = std::fs::read_to_string(&host).unwrap();
     let v = harness::parse_verdict(&text)

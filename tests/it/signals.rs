@@ -9,22 +9,34 @@
 
 use crate::harness::{self, Run};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 fn line(sig: i32) -> String {
     sig.to_string()
 }
 
+/// Whether the recorder writing `log` has received `sig`.
+fn got(log: &Path, sig: i32) -> bool {
+    harness::has_line(log, &line(sig))
+}
+
 /// /proc/self/status as `cat` sees it when run by `argv`.
 fn status_of(argv: &[&str]) -> String {
     let mut cmd = Command::new(argv[0]);
-    cmd.args(&argv[1..]).stdin(Stdio::null());
-    for (k, _) in std::env::vars_os().filter(|(k, _)| k.to_string_lossy().starts_with("VLOER_")) {
-        cmd.env_remove(k);
-    }
-    let out = cmd.output().expect("running cat");
-    assert!(out.status.success(), "{argv:?}: {out:?}");
-    String::from_utf8(out.stdout).unwrap()
+    cmd.args(&argv[1..]);
+    let out = Run::of(cmd).finish();
+    assert!(out.status.success(), "{argv:?}: {out}");
+    out.stdout
+}
+
+/// /proc/self/status of `cat` started by `launcher` (a program that execs its arguments) with
+/// vloer-run in between, and without it: what vloer-run changes, if anything.
+fn status_via_and_direct(launcher: &[&str]) -> (String, String) {
+    let cat = ["cat", "/proc/self/status"];
+    let vloer_run = [harness::bin(), "--verdict", "off", "--"];
+    let via = status_of(&[launcher, &vloer_run, &cat].concat());
+    let direct = status_of(&[launcher, &cat].concat());
+    (via, direct)
 }
 
 fn mask(status: &str, field: &str) -> u64 {
@@ -37,13 +49,7 @@ fn bit(sig: i32) -> u64 {
 
 #[test]
 fn sigint_ignored_at_start_stays_ignored_in_the_child() {
-    let via = status_of(&[
-        "sh",
-        "-c",
-        "trap '' INT; exec \"$0\" --verdict off -- cat /proc/self/status",
-        harness::bin(),
-    ]);
-    let direct = status_of(&["sh", "-c", "trap '' INT; exec cat /proc/self/status"]);
+    let (via, direct) = status_via_and_direct(&["sh", "-c", "trap '' INT; exec \"$@\"", "sh"]);
     assert!(
         mask(&via, "SigIgn") & bit(libc::SIGINT) != 0,
         "SIGINT is not ignored in the child:\n{via}"
@@ -78,19 +84,7 @@ fn the_start_mask_and_dispositions_are_inherited() {
         "HUP",
         "--",
     ];
-    let mut via_argv = wrap.to_vec();
-    via_argv.extend([
-        harness::bin(),
-        "--verdict",
-        "off",
-        "--",
-        "cat",
-        "/proc/self/status",
-    ]);
-    let mut direct_argv = wrap.to_vec();
-    direct_argv.extend(["cat", "/proc/self/status"]);
-    let via = status_of(&via_argv);
-    let direct = status_of(&direct_argv);
+    let (via, direct) = status_via_and_direct(&wrap);
     assert_eq!(
         mask(&via, "SigBlk"),
         bit(libc::SIGUSR2),
@@ -108,15 +102,7 @@ fn the_start_mask_and_dispositions_are_inherited() {
     // And with nothing blocked at start, nothing of vloer-run's own leaks. (The ignored set is
     // compared, not assumed empty: glibc's posix_spawn, which std uses, starts children with its
     // two internal real-time signals ignored.)
-    let plain = status_of(&[
-        harness::bin(),
-        "--verdict",
-        "off",
-        "--",
-        "cat",
-        "/proc/self/status",
-    ]);
-    let baseline = status_of(&["cat", "/proc/self/status"]);
+    let (plain, baseline) = status_via_and_direct(&[]);
     assert_eq!(
         mask(&plain, "SigBlk"),
         0,
@@ -135,31 +121,45 @@ fn start_recorder(
 ) -> (harness::Running, std::path::PathBuf, std::path::PathBuf) {
     let out = dir.join("child.signals");
     let grand = dir.join("grandchild.signals");
-    let mut argv: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    argv.extend([
-        "--".into(),
-        harness::helper().into(),
-        "record".into(),
-        harness::path_str(&out),
-    ]);
-    if grandchild {
-        argv.push(harness::path_str(&grand));
-    }
-    let run = if wrapper.is_empty() {
-        Run::new(&argv)
+    let (out_s, grand_s) = (harness::path_str(&out), harness::path_str(&grand));
+    let recorders: &[&str] = if grandchild {
+        &["record", &out_s, &grand_s]
     } else {
-        Run::via(wrapper, &argv)
-    }
-    .start();
-    harness::wait_until("the recorder", || {
-        std::fs::read_to_string(&out).is_ok_and(|s| s.starts_with("ready "))
-    });
+        &["record", &out_s]
+    };
+    let argv = harness::helper_argv(args, recorders);
+    let run = Run::via(wrapper, &argv).start();
+    let ready = |path: &Path| std::fs::read_to_string(path).is_ok_and(|s| s.starts_with("ready "));
+    harness::wait_until("the recorder", || ready(&out));
     if grandchild {
-        harness::wait_until("the grandchild recorder", || {
-            std::fs::read_to_string(&grand).is_ok_and(|s| s.starts_with("ready "))
-        });
+        harness::wait_until("the grandchild recorder", || ready(&grand));
     }
     (run, out, grand)
+}
+
+/// Ends a run of recorders the polite way: they exit 0 on SIGTERM.
+fn end_recorders(run: harness::Running) {
+    assert_eq!(run.finish_after(libc::SIGTERM).code(), Some(0));
+}
+
+/// Sends `sent` to vloer-run (`vloer-run ARGS -- record`, through `wrapper` if any), in order,
+/// waits until `arrived` reached the child and checks that SIGUSR1 did not; `why` says why it
+/// must not. A forwarded SIGUSR1 would have been in before `arrived` (see the top of this file).
+fn assert_usr1_not_forwarded(
+    wrapper: &[&str],
+    args: &[&str],
+    sent: &[i32],
+    arrived: i32,
+    why: &str,
+) {
+    let dir = harness::tempdir();
+    let (run, out, _) = start_recorder(dir.path(), wrapper, args, false);
+    for &sig in sent {
+        run.signal(sig);
+    }
+    harness::wait_for_text(&out, &line(arrived));
+    assert!(!got(&out, libc::SIGUSR1), "{why}");
+    end_recorders(run);
 }
 
 #[test]
@@ -169,12 +169,11 @@ fn a_forwarded_signal_reaches_a_grandchild_in_the_group() {
     run.signal(libc::SIGUSR1);
     harness::wait_for_text(&grand, &line(libc::SIGUSR1));
     harness::wait_for_text(&out, &line(libc::SIGUSR1));
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let f = run.finish_after(libc::SIGTERM);
     let v = f.verdict();
     assert_eq!(v["stopped"], true, "{f}");
     assert_eq!(f.code(), Some(0), "the recorders exit 0 on SIGTERM: {f}");
-    assert!(harness::has_line(&grand, &line(libc::SIGTERM)), "{f}");
+    assert!(got(&grand, libc::SIGTERM), "{f}");
 }
 
 #[test]
@@ -184,47 +183,39 @@ fn forward_to_child_spares_the_rest_of_the_group() {
     run.signal(libc::SIGUSR1);
     harness::wait_for_text(&out, &line(libc::SIGUSR1));
     // The stop reaches the grandchild; a USR1 sent to the group would have come first.
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let f = run.finish_after(libc::SIGTERM);
     assert_eq!(f.verdict()["stopped"], true, "{f}");
     assert!(
-        harness::has_line(&grand, &line(libc::SIGTERM)),
+        got(&grand, libc::SIGTERM),
         "the stop did not reach the grandchild: {f}"
     );
     assert!(
-        !harness::has_line(&grand, &line(libc::SIGUSR1)),
+        !got(&grand, libc::SIGUSR1),
         "USR1 reached the grandchild under --forward-to child"
     );
 }
 
 #[test]
 fn rewrite_forwards_another_signal() {
-    let dir = harness::tempdir();
-    let (run, out, _) = start_recorder(dir.path(), &[], &["--rewrite", "USR1:USR2"], false);
-    run.signal(libc::SIGUSR1);
-    harness::wait_for_text(&out, &line(libc::SIGUSR2));
-    assert!(
-        !harness::has_line(&out, &line(libc::SIGUSR1)),
-        "USR1 was forwarded as itself too"
+    assert_usr1_not_forwarded(
+        &[],
+        &["--rewrite", "USR1:USR2"],
+        &[libc::SIGUSR1],
+        libc::SIGUSR2,
+        "USR1 was forwarded as itself too",
     );
-    run.signal(libc::SIGTERM);
-    assert_eq!(run.finish().code(), Some(0));
 }
 
 #[test]
 fn rewrite_to_zero_drops_the_signal() {
-    let dir = harness::tempdir();
-    let (run, out, _) = start_recorder(dir.path(), &[], &["--rewrite", "USR1:0"], false);
-    run.signal(libc::SIGUSR1);
-    // The marker: sent after USR1, forwarded after it, received after it.
-    run.signal(libc::SIGUSR2);
-    harness::wait_for_text(&out, &line(libc::SIGUSR2));
-    assert!(
-        !harness::has_line(&out, &line(libc::SIGUSR1)),
-        "USR1 was forwarded despite USR1:0"
+    // The marker USR2: sent after USR1, forwarded after it, received after it.
+    assert_usr1_not_forwarded(
+        &[],
+        &["--rewrite", "USR1:0"],
+        &[libc::SIGUSR1, libc::SIGUSR2],
+        libc::SIGUSR2,
+        "USR1 was forwarded despite USR1:0",
     );
-    run.signal(libc::SIGTERM);
-    assert_eq!(run.finish().code(), Some(0));
 }
 
 #[test]
@@ -236,17 +227,13 @@ fn rewrite_applies_to_the_stop_signal_that_is_forwarded() {
         &["--rewrite", "TERM:INT", "--grace", "300ms"],
         false,
     );
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let f = run.finish_after(libc::SIGTERM);
     let v = f.verdict();
     assert_eq!(v["reason"], "signal", "{f}");
     assert_eq!(v["signal"], "SIGTERM", "{f}");
+    assert!(got(&out, libc::SIGINT), "the child did not get INT: {f}");
     assert!(
-        harness::has_line(&out, &line(libc::SIGINT)),
-        "the child did not get INT: {f}"
-    );
-    assert!(
-        !harness::has_line(&out, &line(libc::SIGTERM)),
+        !got(&out, libc::SIGTERM),
         "the child got TERM despite TERM:INT: {f}"
     );
     // The recorder only leaves on TERM, so the grace ran out.
@@ -255,16 +242,11 @@ fn rewrite_applies_to_the_stop_signal_that_is_forwarded() {
 
 #[test]
 fn a_signal_ignored_at_start_is_not_forwarded() {
-    let dir = harness::tempdir();
-    let wrapper = [harness::helper(), "exec", "--ignore", "USR1", "--"];
-    let (run, out, _) = start_recorder(dir.path(), &wrapper, &[], false);
-    run.signal(libc::SIGUSR1);
-    run.signal(libc::SIGUSR2);
-    harness::wait_for_text(&out, &line(libc::SIGUSR2));
-    assert!(
-        !harness::has_line(&out, &line(libc::SIGUSR1)),
-        "USR1 was ignored at start, yet forwarded"
+    assert_usr1_not_forwarded(
+        &[harness::helper(), "exec", "--ignore", "USR1", "--"],
+        &[],
+        &[libc::SIGUSR1, libc::SIGUSR2],
+        libc::SIGUSR2,
+        "USR1 was ignored at start, yet forwarded",
     );
-    run.signal(libc::SIGTERM);
-    assert_eq!(run.finish().code(), Some(0));
 }

@@ -14,6 +14,12 @@ fn one_line(text: &str, what: &str) -> serde_json::Value {
     harness::parse_verdict(text).unwrap_or_else(|| panic!("{what} holds no verdict: {text:?}"))
 }
 
+/// `vloer-run --verdict TO -- sh -c 'exit CODE'`, finished: the code tells this run's verdict
+/// from any other.
+fn exiting(to: &str, code: i32) -> harness::Finished {
+    Run::new(["--verdict", to, "--", "sh", "-c", &format!("exit {code}")]).finish()
+}
+
 #[test]
 fn a_regular_file_is_replaced_by_rename() {
     let dir = harness::tempdir();
@@ -25,15 +31,7 @@ fn a_regular_file_is_replaced_by_rename() {
     .unwrap();
     let before = std::fs::metadata(&path).unwrap().ino();
     let mut held = std::fs::File::open(&path).unwrap();
-    let f = Run::new([
-        "--verdict",
-        &harness::path_str(&path),
-        "--",
-        "sh",
-        "-c",
-        "exit 5",
-    ])
-    .finish();
+    let f = exiting(&harness::path_str(&path), 5);
     assert_eq!(f.code(), Some(5), "{f}");
     assert!(
         harness::parse_verdict(&f.stderr).is_none() && f.stdout.is_empty(),
@@ -79,15 +77,7 @@ fn a_fifo_gets_one_write() {
         .custom_flags(libc::O_NONBLOCK)
         .open(&fifo)
         .unwrap();
-    let f = Run::new([
-        "--verdict",
-        &harness::path_str(&fifo),
-        "--",
-        "sh",
-        "-c",
-        "exit 4",
-    ])
-    .finish();
+    let f = exiting(&harness::path_str(&fifo), 4);
     assert_eq!(f.code(), Some(4), "{f}");
     let mut got = String::new();
     reader.read_to_string(&mut got).unwrap();
@@ -136,7 +126,7 @@ fn a_character_device_is_written() {
 
 #[test]
 fn off_writes_nothing() {
-    let f = Run::new(["--verdict", "off", "--", "sh", "-c", "exit 2"]).finish();
+    let f = exiting("off", 2);
     assert_eq!(f.code(), Some(2), "{f}");
     assert!(f.stdout.is_empty() && f.stderr.is_empty(), "{f}");
 }

@@ -8,14 +8,14 @@
 //! terminal's foreground group to change, with a deadline; every process is ended by pid
 //! (`harness::Running` kills the leader's tree when dropped).
 
-use crate::harness::{self, Running, TreeGuard};
+use crate::harness::{self, Running};
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout};
 use nix::pty::{grantpt, posix_openpt, ptsname_r, unlockpt, PtyMaster};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long one expectation may take before the test fails and prints the transcript.
@@ -93,15 +93,7 @@ impl Pty {
         let child = cmd.spawn().expect("spawning the session leader");
         // Drop our copies of the slave, so the master sees a hang-up when the session is gone.
         drop(cmd);
-        let pid = child.id() as i32;
-        Running {
-            child,
-            started: Instant::now(),
-            guard: TreeGuard {
-                roots: vec![pid],
-                ..TreeGuard::default()
-            },
-        }
+        Running::of(child)
     }
 
     fn text(&self) -> String {
@@ -230,12 +222,14 @@ impl Pty {
         }
     }
 
-    /// Waits for the session leader to exit, reading output meanwhile.
-    fn wait_exit(&mut self, leader: &mut Running) -> ExitStatus {
+    /// Waits for the session leader (`what`) to exit, reading output meanwhile, and checks that
+    /// it succeeded.
+    fn assert_leader_succeeds(&mut self, mut leader: Running, what: &str) {
         let deadline = Instant::now() + WAIT;
         loop {
             if let Some(status) = leader.child.try_wait().expect("try_wait") {
-                return status;
+                assert!(status.success(), "{what} failed: {status:?}");
+                return;
             }
             if Instant::now() >= deadline {
                 self.fail("the session leader did not exit");
@@ -343,11 +337,10 @@ fn start_wrapped(pty: &mut Pty, rest: &str, env: &[(&str, &str)]) -> Running {
 }
 
 /// After vloer-run exited, the leader's sh reads a line: the terminal is usable by the caller.
-fn finish_wrapped(pty: &mut Pty, mut leader: Running) {
+fn finish_wrapped(pty: &mut Pty, leader: Running) {
     pty.send("bye\n");
     pty.expect("outer-read=bye");
-    let status = pty.wait_exit(&mut leader);
-    assert!(status.success(), "the outer sh failed: {status:?}");
+    pty.assert_leader_succeeds(leader, "the outer sh");
 }
 
 #[test]
@@ -465,7 +458,7 @@ fn start_job(pty: &mut Pty, inner: &str, env: &[(&str, &str)]) -> (Running, i32,
 }
 
 /// The job's status is checked in the outer shell, then the shell exits.
-fn finish_job(pty: &mut Pty, mut leader: Running, code: i32) {
+fn finish_job(pty: &mut Pty, leader: Running, code: i32) {
     pty.expect("outer$ ");
     pty.send("echo \"rc=$?\"\n");
     pty.expect(&format!("rc={code}\r\n"));
@@ -473,8 +466,7 @@ fn finish_job(pty: &mut Pty, mut leader: Running, code: i32) {
     assert_eq!(v["stopped"], true, "{v}");
     assert_eq!(v["exit_code"], code, "{v}");
     pty.send("exit\n");
-    let status = pty.wait_exit(&mut leader);
-    assert!(status.success(), "the outer bash failed: {status:?}");
+    pty.assert_leader_succeeds(leader, "the outer bash");
 }
 
 #[test]
@@ -564,7 +556,7 @@ fn started_in_the_background_then_fg_gives_the_child_the_terminal() {
     // The child waits on the FIFO (not on the terminal) until the test has moved the job to the
     // front, and only then reads the terminal.
     let inner = r#"echo "pid=$$"; read -r _ < "$FIFO"; read -r a; echo "got=$a"; exit 8"#;
-    let mut leader = pty.spawn(
+    let leader = pty.spawn(
         &["bash", "--norc", "--noprofile", "--noediting", "-i"],
         &[("PS1", "outer$ "), ("INNER", inner), ("FIFO", &fifo)],
     );
@@ -584,12 +576,8 @@ fn started_in_the_background_then_fg_gives_the_child_the_terminal() {
     pty.wait_fg(child, "vloer-run to give the terminal to the child's group");
     pty.send("typed\n");
     pty.expect("got=typed");
-    pty.expect("outer$ ");
+    finish_job(&mut pty, leader, 8);
     assert_eq!(pty.count("Stopped"), 0, "the outer shell saw the job stop");
-    pty.send("echo \"rc=$?\"\n");
-    pty.expect("rc=8\r\n");
-    pty.send("exit\n");
-    assert!(pty.wait_exit(&mut leader).success());
 }
 
 #[test]
@@ -749,7 +737,7 @@ fn as_pid_1_a_ctrl_z_does_not_hang_the_terminal() {
     // Inside the pid namespace vloer-run is PID 1, session leader and owner of the terminal
     // (setsid --ctty), as in a container started with -t.
     let script = r#"trap : INT; unshare --pid --fork --mount-proc --kill-child setsid --ctty "$VR" -v -- sh -c "$INNER"; echo "vloer-exit=$?""#;
-    let mut leader = pty.spawn(&["sh", "-c", script], &[("INNER", &inner), ("FIFO", &fifo)]);
+    let leader = pty.spawn(&["sh", "-c", script], &[("INNER", &inner), ("FIFO", &fifo)]);
     release(&fifo);
     pty.expect("reading");
     pty.send("\x1a");
@@ -758,6 +746,5 @@ fn as_pid_1_a_ctrl_z_does_not_hang_the_terminal() {
     pty.expect("inner-done");
     pty.expect("vloer-exit=4");
     // The terminal now belongs to the namespace's session, so the outer sh is only waited for.
-    let status = pty.wait_exit(&mut leader);
-    assert!(status.success(), "the outer sh failed: {status:?}");
+    pty.assert_leader_succeeds(leader, "the outer sh");
 }

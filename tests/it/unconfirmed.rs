@@ -5,19 +5,10 @@
 //! of the helper that calls setresuid(0, 0, 0), so every signal vloer-run sends it fails with
 //! EPERM. The test, as root, ends them itself.
 
-use crate::harness::{self, Adopted, Run};
+use crate::harness::{self, Adopted, Run, Running, AS_NOBODY};
 use std::os::unix::fs::PermissionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-
-const SETPRIV: [&str; 6] = [
-    "setpriv",
-    "--reuid",
-    "65534",
-    "--regid",
-    "65534",
-    "--clear-groups",
-];
 
 /// A temporary directory that uid 65534 can enter, holding a setuid-root copy of the helper that
 /// is proven to work (not on a nosuid mount, setpriv present); None, with the reason printed,
@@ -36,8 +27,8 @@ fn setuid_helper() -> Option<(tempfile::TempDir, PathBuf)> {
     // After chown, which clears the setuid bit.
     std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o4755)).expect("chmod 4755");
     let probe = |args: &[&str]| {
-        Command::new(SETPRIV[0])
-            .args(&SETPRIV[1..])
+        Command::new(AS_NOBODY[0])
+            .args(&AS_NOBODY[1..])
             .args(args)
             .current_dir(dir.path())
             .stdin(Stdio::null())
@@ -66,6 +57,48 @@ fn setuid_helper() -> Option<(tempfile::TempDir, PathBuf)> {
     Some((dir, copy))
 }
 
+/// A quick stop (200 ms of grace, then 500 ms of SIGKILL rounds) with its verdict on stdout.
+const QUICK_TO_STDOUT: [&str; 6] = [
+    "--grace",
+    "200ms",
+    "--kill-timeout",
+    "500ms",
+    "--verdict",
+    "-",
+];
+
+/// vloer-run as uid 65534 in `dir`, the setuid helper's directory, which that uid can enter.
+fn as_nobody(dir: &Path, args: &[&str]) -> Run {
+    Run::via(&AS_NOBODY, args).current_dir(dir)
+}
+
+/// Starts `vloer-run BEFORE... -- COPY --root HELPER_ARGS... DIR/ready` as uid 65534 (`BEFORE`
+/// may make it an `exec` client), waits for the setuid-root helper's pids and takes every one in
+/// charge, each checked to be a live helper of this test.
+fn start_survivors(
+    dir: &Path,
+    copy: &Path,
+    before: &[&str],
+    helper_args: &[&str],
+) -> (Running, Vec<i32>, Adopted) {
+    let ready = dir.join("ready");
+    let copy = harness::path_str(copy);
+    let ready_s = harness::path_str(&ready);
+    let args: Vec<&str> = before
+        .iter()
+        .copied()
+        .chain(["--", &copy, "--root"])
+        .chain(helper_args.iter().copied())
+        .chain([ready_s.as_str()])
+        .collect();
+    let (run, pids) = as_nobody(dir, &args).start_until_ready(&ready);
+    let mut adopted = Adopted::ours(dir);
+    for &pid in &pids {
+        assert!(adopted.add(pid), "{pid} is not a live helper");
+    }
+    (run, pids, adopted)
+}
+
 /// The one line on stdout (`--verdict -`), checked to be a whole line within 4096 bytes.
 fn stdout_line(f: &harness::Finished) -> serde_json::Value {
     assert!(
@@ -85,30 +118,9 @@ fn a_survivor_that_cannot_be_killed_gives_stopped_false_and_125() {
     let Some((dir, copy)) = setuid_helper() else {
         return;
     };
-    let ready = dir.path().join("ready");
-    let run = Run::via(
-        &SETPRIV,
-        [
-            "--grace",
-            "200ms",
-            "--kill-timeout",
-            "500ms",
-            "--verdict",
-            "-",
-            "--",
-            &harness::path_str(&copy),
-            "--root",
-            "sleep",
-            &harness::path_str(&ready),
-        ],
-    )
-    .current_dir(dir.path())
-    .start();
-    let pid = harness::wait_for_pids(&ready)[0];
-    let mut adopted = Adopted::ours(dir.path());
-    assert!(adopted.add(pid));
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let (run, pids, mut adopted) = start_survivors(dir.path(), &copy, &QUICK_TO_STDOUT, &["sleep"]);
+    let pid = pids[0];
+    let f = run.finish_after(libc::SIGTERM);
     let v = stdout_line(&f);
     assert_eq!(v["stopped"], false, "{f}");
     assert_eq!(f.code(), Some(125), "{f}");
@@ -143,34 +155,14 @@ fn three_hundred_survivors_fit_in_4096_bytes() {
     let Some((dir, copy)) = setuid_helper() else {
         return;
     };
-    let ready = dir.path().join("ready");
-    let run = Run::via(
-        &SETPRIV,
-        [
-            "--grace",
-            "200ms",
-            "--kill-timeout",
-            "500ms",
-            "--verdict",
-            "-",
-            "--",
-            &harness::path_str(&copy),
-            "--root",
-            "many",
-            &N.to_string(),
-            &harness::path_str(&ready),
-        ],
-    )
-    .current_dir(dir.path())
-    .start();
-    let pids = harness::wait_for_pids(&ready);
-    let mut adopted = Adopted::ours(dir.path());
-    for &pid in &pids {
-        assert!(adopted.add(pid), "{pid} is not a live helper");
-    }
+    let (run, pids, mut adopted) = start_survivors(
+        dir.path(),
+        &copy,
+        &QUICK_TO_STDOUT,
+        &["many", &N.to_string()],
+    );
     assert_eq!(pids.len(), N + 1);
-    run.signal(libc::SIGTERM);
-    let f = run.finish();
+    let f = run.finish_after(libc::SIGTERM);
     let v = stdout_line(&f);
     assert_eq!(v["stopped"], false, "{f}");
     assert_eq!(f.code(), Some(125), "{f}");
@@ -234,10 +226,9 @@ fn an_unconfirmed_exec_stop_refuses_new_execs() {
     std::os::unix::fs::chown(&sockdir, Some(65534), Some(65534)).unwrap();
     let sock = sockdir.join("ctl.sock");
     let sock_s = harness::path_str(&sock);
-    let ready = dir.path().join("ready");
-    let instance = Run::via(
-        &SETPRIV,
-        [
+    let instance = as_nobody(
+        dir.path(),
+        &[
             "--grace",
             "200ms",
             "--kill-timeout",
@@ -249,29 +240,15 @@ fn an_unconfirmed_exec_stop_refuses_new_execs() {
             "1000",
         ],
     )
-    .current_dir(dir.path())
     .start();
-    harness::wait_until("the control socket", || sock.exists());
-    let exec = Run::via(
-        &SETPRIV,
-        [
-            "exec",
-            "--control",
-            &sock_s,
-            "--timeout",
-            "300ms",
-            "--",
-            &harness::path_str(&copy),
-            "--root",
-            "sleep",
-            &harness::path_str(&ready),
-        ],
-    )
-    .current_dir(dir.path())
-    .start();
-    let pid = harness::wait_for_pids(&ready)[0];
-    let mut adopted = Adopted::ours(dir.path());
-    assert!(adopted.add(pid));
+    harness::wait_for_socket(&sock);
+    let (exec, pids, mut adopted) = start_survivors(
+        dir.path(),
+        &copy,
+        &["exec", "--control", &sock_s, "--timeout", "300ms"],
+        &["sleep"],
+    );
+    let pid = pids[0];
     let exec = exec.finish();
     assert_eq!(
         exec.code(),
@@ -284,15 +261,11 @@ fn an_unconfirmed_exec_stop_refuses_new_execs() {
         "the survivor is gone, so this proved nothing"
     );
 
-    let refused = Run::via(&SETPRIV, ["exec", "--control", &sock_s, "--", "true"])
-        .current_dir(dir.path())
-        .finish();
+    let refused = as_nobody(dir.path(), &["exec", "--control", &sock_s, "--", "true"]).finish();
     assert_eq!(refused.code(), Some(125), "{refused}");
     assert!(refused.stderr.contains("stop_unconfirmed"), "{refused}");
 
-    let stop = Run::via(&SETPRIV, ["stop", "--control", &sock_s])
-        .current_dir(dir.path())
-        .finish();
+    let stop = as_nobody(dir.path(), &["stop", "--control", &sock_s]).finish();
     assert_eq!(
         stop.code(),
         Some(1),
