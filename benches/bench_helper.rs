@@ -16,6 +16,14 @@
 //! vloer-bench-helper idle N
 //!     N bystanders waiting on stdin; prints `ready` when all are up; when stdin closes, reaps them
 //!     and exits
+//! vloer-bench-helper reply-server PATH
+//!     the least a control socket server can do, as a reference for the status round trip: a
+//!     Unix stream socket at PATH; for each connection one accept, one read, one fixed reply line,
+//!     close; prints `ready` once listening, exits when stdin closes
+//! vloer-bench-helper proc-reads PID N
+//!     the /proc reads a `status` reply needs for one process, N times: open, read to the end and
+//!     close /proc/PID/stat, /proc/PID/task/PID/children and /proc/PID/cmdline; prints the median
+//!     microseconds of one round
 //! ```
 //!
 //! stdin is the lifeline: every process made here blocks reading it (or exits when it reads EOF),
@@ -47,7 +55,12 @@ fn main() {
         ["tree", n, "--daemon"] => tree(parse(n), true),
         ["storm", n] => storm(parse(n)),
         ["idle", n] => idle(parse(n)),
-        _ => die("usage: vloer-bench-helper usr1 | tree N [--daemon] | storm N | idle N"),
+        ["reply-server", path] => reply_server(path),
+        ["proc-reads", pid, n] => proc_reads(parse(pid), parse(n)),
+        _ => die(
+            "usage: vloer-bench-helper usr1 | tree N [--daemon] | storm N | idle N \
+             | reply-server PATH | proc-reads PID N",
+        ),
     }
 }
 
@@ -391,5 +404,75 @@ fn idle(n: usize) -> ! {
     let mut st = 0;
     // SAFETY: reaping our own children until none is left.
     while unsafe { libc::waitpid(-1, &mut st, 0) } > 0 {}
+    std::process::exit(0)
+}
+
+fn reply_server(path: &str) -> ! {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    let _ = std::fs::remove_file(path);
+    let listener = std::os::unix::net::UnixListener::bind(path)
+        .unwrap_or_else(|e| die(&format!("bind {path}: {e}")));
+    println!("ready");
+    let _ = std::io::stdout().flush();
+    let mut buf = [0u8; 65536];
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: 0,
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: two initialised pollfd records in a local array.
+        if unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) } < 0 {
+            continue;
+        }
+        if fds[0].revents != 0 {
+            let _ = std::fs::remove_file(path);
+            std::process::exit(0);
+        }
+        if let Ok((mut conn, _)) = listener.accept() {
+            // A bare connect-and-close reads EOF here; its reply then fails, which is fine.
+            let _ = conn.read(&mut buf);
+            const REPLY: &[u8] = b"{\"code\":\"unknown_op\",\"error\":\"none\"}\n";
+            // SAFETY: sending from a static buffer; MSG_NOSIGNAL keeps a gone peer from killing us.
+            unsafe {
+                libc::send(
+                    conn.as_raw_fd(),
+                    REPLY.as_ptr().cast(),
+                    REPLY.len(),
+                    libc::MSG_NOSIGNAL,
+                )
+            };
+        }
+    }
+}
+
+fn proc_reads(pid: usize, n: usize) -> ! {
+    use std::io::Read;
+    let paths = [
+        format!("/proc/{pid}/stat"),
+        format!("/proc/{pid}/task/{pid}/children"),
+        format!("/proc/{pid}/cmdline"),
+    ];
+    let mut buf = [0u8; 4096];
+    let mut rounds = Vec::with_capacity(n);
+    for _ in 0..n.max(1) {
+        let t = Instant::now();
+        for path in &paths {
+            let mut f =
+                std::fs::File::open(path).unwrap_or_else(|e| die(&format!("open {path}: {e}")));
+            while f.read(&mut buf).unwrap_or(0) > 0 {}
+        }
+        rounds.push(t.elapsed());
+    }
+    rounds.sort();
+    println!("{:.1}", rounds[rounds.len() / 2].as_secs_f64() * 1e6);
     std::process::exit(0)
 }

@@ -4,10 +4,15 @@
   1. `status` round trip vs a bare connect-and-close on the same socket (median of N, interleaved);
   2. `vloer-run exec -- true` vs `vloer-run -- true` started afresh (median of M, interleaved).
 
+For scale, the same client also times `vloer-bench-helper reply-server` (built beside vloer-run
+with `--features test-helpers`): the least any server can do, one accept, one read, one fixed
+reply line. Its reply round trip over its own connect-and-close is the bound that no status
+reply, which must also read /proc, can beat on this machine.
+
 Usage: benches/control.py [PATH-TO-vloer-run]   (default: target/release/vloer-run)
-Installs nothing; starts one instance around `sleep`, stops it at the end, by pid.
+Installs nothing; starts one instance around `sleep` and the reference server, ends both by pid.
 """
-import os, socket, statistics, subprocess, sys, tempfile, time
+import json, os, socket, statistics, subprocess, sys, tempfile, time
 
 BIN = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/release/vloer-run")
 N, M = 2000, 200
@@ -17,45 +22,91 @@ def median_us(xs):
     return statistics.median(xs) * 1e6
 
 
+def connect_close(path):
+    t = time.perf_counter()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.close()
+    return time.perf_counter() - t
+
+
+def connect_close_answered(path):
+    """Connect, close our side, and wait until the server has closed its side: the same
+    connect-and-close, timed until the server has actually handled it."""
+    t = time.perf_counter()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.shutdown(socket.SHUT_WR)
+    while s.recv(65536):
+        pass
+    s.close()
+    return time.perf_counter() - t
+
+
+def round_trip(path, request):
+    t = time.perf_counter()
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.connect(path)
+    s.sendall(request)
+    reply = b""
+    while not reply.endswith(b"\n"):
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        reply += chunk
+    s.close()
+    return time.perf_counter() - t, reply
+
+
+def wait_for(path, what):
+    deadline = time.monotonic() + 10
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            sys.exit(f"{what} did not create its socket")
+        time.sleep(0.01)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="vloer-bench-")
     sock = os.path.join(tmp, "ctl")
+    ref_sock = os.path.join(tmp, "ref")
+    helper = os.path.join(os.path.dirname(BIN), "vloer-bench-helper")
     inst = subprocess.Popen([BIN, "--verdict", "off", "--control", sock, "--", "sleep", "100000"])
+    ref = None
+    if os.access(helper, os.X_OK):
+        # stdin is its lifeline: closing our end (or dying) ends it.
+        ref = subprocess.Popen([helper, "reply-server", ref_sock], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE)
+        assert ref.stdout.readline().strip() == b"ready"
+    else:
+        print(f"(no {helper}: build it with `cargo build --release --features test-helpers`"
+              " for the reference rows)", file=sys.stderr)
     try:
-        deadline = time.monotonic() + 10
-        while not os.path.exists(sock):
-            if time.monotonic() > deadline:
-                sys.exit("instance did not create its socket")
-            time.sleep(0.01)
-        bare, status, wake = [], [], []
-
-        def round_trip(request):
-            t = time.perf_counter()
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(sock)
-            s.sendall(request)
-            reply = b""
-            while not reply.endswith(b"\n"):
-                chunk = s.recv(65536)
-                if not chunk:
-                    break
-                reply += chunk
-            s.close()
-            return time.perf_counter() - t, reply
-
+        wait_for(sock, "vloer-run")
+        bare, answered, status, wake = [], [], [], []
+        ref_bare, ref_answered, ref_reply = [], [], []
         for _ in range(N):
-            t = time.perf_counter()
-            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            s.connect(sock)
-            s.close()
-            bare.append(time.perf_counter() - t)
-            took, reply = round_trip(b'{"op":"status"}\n')
+            bare.append(connect_close(sock))
+            answered.append(connect_close_answered(sock))
+            took, reply = round_trip(sock, b'{"op":"status"}\n')
             status.append(took)
             assert b'"pid"' in reply, reply
             # An unknown op: the server wakes, parses and answers, but reads nothing from /proc.
-            took, reply = round_trip(b'{"op":"none"}\n')
+            took, reply = round_trip(sock, b'{"op":"none"}\n')
             wake.append(took)
             assert b'unknown_op' in reply, reply
+            if ref:
+                ref_bare.append(connect_close(ref_sock))
+                ref_answered.append(connect_close_answered(ref_sock))
+                took, reply = round_trip(ref_sock, b'{"op":"none"}\n')
+                ref_reply.append(took)
+                assert b'unknown_op' in reply, reply
+        proc_reads = None
+        if ref:
+            child = json.loads(round_trip(sock, b'{"op":"status"}\n')[1])["child"]["pid"]
+            out = subprocess.run([helper, "proc-reads", str(child), str(N)], check=True,
+                                 capture_output=True, text=True, stdin=subprocess.DEVNULL)
+            proc_reads = float(out.stdout)
         fresh, inside = [], []
         for _ in range(M):
             t = time.perf_counter()
@@ -64,28 +115,50 @@ def main():
             t = time.perf_counter()
             subprocess.run([BIN, "exec", "--control", sock, "--", "true"], check=True)
             inside.append(time.perf_counter() - t)
+        floor, served = median_us(bare), median_us(answered)
         rows = [
-            ("connect + close (floor)", median_us(bare), None),
-            ("error reply (server woken, no /proc)", median_us(wake), median_us(wake) / median_us(bare)),
-            ("`status` round trip", median_us(status), median_us(status) / median_us(bare)),
-            ("`vloer-run -- true` afresh (floor)", median_us(fresh), None),
-            ("`vloer-run exec -- true`", median_us(inside), median_us(inside) / median_us(fresh)),
+            ("connect + close, client side only (floor A: vloer-run never runs)", floor, None, ""),
+            ("connect + close until the server has closed (floor B)", served, served / floor, ""),
+            ("error reply (server woken, no /proc)", median_us(wake), median_us(wake) / floor, ""),
+            ("`status` round trip, over floor A", median_us(status), median_us(status) / floor,
+             "≤ 2.00×"),
+            ("`status` round trip, over floor B", median_us(status), median_us(status) / served,
+             "≤ 2.00×"),
+        ]
+        if ref:
+            rf = median_us(ref_bare)
+            rows += [
+                ("reference server: connect + close (its floor A)", rf, None, ""),
+                ("reference server: until it has closed (its floor B)", median_us(ref_answered),
+                 median_us(ref_answered) / rf, ""),
+                ("reference server: one-line reply, over its floor A", median_us(ref_reply),
+                 median_us(ref_reply) / rf, ""),
+                ("/proc reads for one process (stat, children, cmdline), in-process, over floor B",
+                 proc_reads, proc_reads / served, ""),
+            ]
+        rows += [
+            ("`vloer-run -- true` afresh (floor)", median_us(fresh), None, ""),
+            ("`vloer-run exec -- true`", median_us(inside), median_us(inside) / median_us(fresh),
+             "≤ 2.00×"),
         ]
         print(f"| control socket ({N} / {M} interleaved runs) | median µs | ratio to its floor | target |")
         print("| --- | ---: | ---: | ---: |")
-        for name, us, ratio in rows:
-            target = "≤ 2.00×" if ratio is not None and name.startswith("`") else ""
+        for name, us, ratio, target in rows:
             r = "" if ratio is None else f"{ratio:.2f}×"
             print(f"| {name} | {us:.0f} | {r} | {target} |")
     finally:
         subprocess.run([BIN, "stop", "--control", sock], stdout=subprocess.DEVNULL)
-        try:
-            inst.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            inst.kill()
-            inst.wait()
-        if os.path.exists(sock):
-            os.unlink(sock)
+        for proc in [inst] + ([ref] if ref else []):
+            if proc is ref:
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for path in (sock, ref_sock):
+            if os.path.exists(path):
+                os.unlink(path)
         os.rmdir(tmp)
 
 

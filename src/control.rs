@@ -263,60 +263,61 @@ impl Server {
 
     fn accept(&mut self, now: Instant) -> Vec<Event> {
         let mut events = Vec::new();
-        while self.conns.len() < MAX_CONNS {
-            let stream = match self.listener.accept() {
-                Ok((s, _)) => s,
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(e) => {
-                    // EMFILE and friends: the client waits in the backlog; we keep serving.
-                    msg::warn(format_args!("control socket: accept failed: {e}"));
-                    break;
-                }
-            };
-            if stream.set_nonblocking(true).is_err() {
-                continue;
+        if self.conns.len() >= MAX_CONNS {
+            return events;
+        }
+        // One connection per wake-up: the listener stays readable while others wait, so the next
+        // poll returns at once, and a lone client does not pay for an accept that finds nobody.
+        let stream = match crate::sys::accept_nonblocking(self.listener.as_fd()) {
+            Ok(s) => s,
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {
+                return events
             }
-            let id = self.next;
-            self.next += 1;
-            let mut conn = Conn {
-                stream,
-                phase: Phase::Reading,
-                inbuf: Vec::new(),
-                fds: Vec::new(),
-                out: Vec::new(),
-                since: now,
-            };
-            match socket::getsockopt(&conn.stream, sockopt::PeerCredentials) {
-                Ok(cred) if cred.uid() == self.uid || cred.uid() == 0 => {}
-                Ok(cred) => {
-                    msg::warn(format_args!(
-                        "control socket: refused a client with uid {} (pid {})",
-                        cred.uid(),
-                        cred.pid()
-                    ));
-                    conn.out = error_line(
-                        "forbidden",
-                        "only vloer-run's own user or root may use this socket",
-                    )
-                    .into_bytes();
-                    conn.phase = Phase::Closing;
-                }
-                Err(e) => {
-                    msg::warn(format_args!(
-                        "control socket: cannot read peer credentials: {e}"
-                    ));
-                    conn.out = error_line("forbidden", "peer credentials unavailable").into_bytes();
-                    conn.phase = Phase::Closing;
-                }
+            Err(e) => {
+                // EMFILE and friends: the client waits in the backlog; we keep serving.
+                msg::warn(format_args!("control socket: accept failed: {e}"));
+                return events;
             }
-            let reading = conn.phase == Phase::Reading;
-            self.conns.insert(id, conn);
-            self.flush(id);
-            // The request usually arrives with the connection; reading now saves a poll round.
-            if reading {
-                events.extend(self.on_conn(id, PollFlags::POLLIN, now));
+        };
+        let id = self.next;
+        self.next += 1;
+        let mut conn = Conn {
+            stream,
+            phase: Phase::Reading,
+            inbuf: Vec::new(),
+            fds: Vec::new(),
+            out: Vec::new(),
+            since: now,
+        };
+        match socket::getsockopt(&conn.stream, sockopt::PeerCredentials) {
+            Ok(cred) if cred.uid() == self.uid || cred.uid() == 0 => {}
+            Ok(cred) => {
+                msg::warn(format_args!(
+                    "control socket: refused a client with uid {} (pid {})",
+                    cred.uid(),
+                    cred.pid()
+                ));
+                conn.out = error_line(
+                    "forbidden",
+                    "only vloer-run's own user or root may use this socket",
+                )
+                .into_bytes();
+                conn.phase = Phase::Closing;
             }
+            Err(e) => {
+                msg::warn(format_args!(
+                    "control socket: cannot read peer credentials: {e}"
+                ));
+                conn.out = error_line("forbidden", "peer credentials unavailable").into_bytes();
+                conn.phase = Phase::Closing;
+            }
+        }
+        let reading = conn.phase == Phase::Reading;
+        self.conns.insert(id, conn);
+        self.flush(id);
+        // The request usually arrives with the connection; reading now saves a poll round.
+        if reading {
+            events.extend(self.on_conn(id, PollFlags::POLLIN, now));
         }
         events
     }
@@ -377,6 +378,11 @@ impl Server {
                 conn.inbuf.extend_from_slice(&buf[..n]);
             }
             if conn.inbuf.len() > limit_for(&conn.inbuf) {
+                break;
+            }
+            // A whole request line is all there is to read (its descriptors came with its first
+            // byte); the read that would only say EAGAIN is skipped.
+            if conn.phase == Phase::Reading && buf[..n].contains(&b'\n') {
                 break;
             }
         }

@@ -67,6 +67,7 @@ enum Token {
 pub struct Supervisor {
     args: RunArgs,
     pid1: bool,
+    me: Pid,
     me_pgid: Pid,
     signals: OwnedFd,
     parent: Option<OwnedFd>,
@@ -129,6 +130,7 @@ impl Supervisor {
             exec_sent: BTreeMap::new(),
             exec_survivors: Vec::new(),
             pid1,
+            me,
             me_pgid: nix::unistd::getpgrp(),
             signals,
             parent,
@@ -212,7 +214,7 @@ impl Supervisor {
             foreground_tty: foreground.then_some(0),
             parent_death_signal: (!self.args.child_pdeathsig.is_none())
                 .then_some(self.args.child_pdeathsig),
-            parent: nix::unistd::getpid().as_raw(),
+            parent: self.me.as_raw(),
         }
     }
 
@@ -509,7 +511,7 @@ impl Supervisor {
             })
             .collect();
         serde_json::json!({
-            "pid": nix::unistd::getpid().as_raw(),
+            "pid": self.me.as_raw(),
             "state": match self.state { State::Running => "running", State::Watching(_) => "waiting", State::Stopping(_) => "stopping" },
             "scope": match self.args.scope { ScopeArg::Tree => "tree", ScopeArg::Group => "group" },
             "child": {

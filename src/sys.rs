@@ -585,6 +585,26 @@ pub fn tcsetpgrp(fd: RawFd, pgid: Pid) -> io::Result<()> {
     Ok(())
 }
 
+/// Accepts one connection, already non-blocking and close-on-exec (std's accept would need a
+/// second syscall to make it non-blocking, on every request).
+pub fn accept_nonblocking(listener: BorrowedFd<'_>) -> io::Result<std::os::unix::net::UnixStream> {
+    // SAFETY: accept4 with null address pointers writes nothing into our memory; it returns a new
+    // descriptor or -1, which is checked before the descriptor is owned.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor that nothing else owns.
+    Ok(unsafe { std::os::unix::net::UnixStream::from_raw_fd(fd) })
+}
+
 /// Takes ownership of a descriptor the kernel just installed through SCM_RIGHTS.
 pub fn own_received_fd(raw: RawFd) -> OwnedFd {
     // SAFETY: recvmsg created this descriptor in our table a moment ago and nothing else holds
