@@ -97,6 +97,14 @@ fn wait_lifeline() -> ! {
     }
 }
 
+/// In a forked member: reports its pid on `w`, lets go of the pipe, and waits on the lifeline.
+fn report_and_wait(w: i32) -> ! {
+    write_pid(w);
+    // SAFETY: closing our copy of the report pipe.
+    unsafe { libc::close(w) };
+    wait_lifeline()
+}
+
 fn fork() -> libc::pid_t {
     // SAFETY: this program is single-threaded, so the child may do anything after fork.
     let pid = unsafe { libc::fork() };
@@ -197,18 +205,12 @@ fn tree(n: usize, daemon: bool) -> ! {
     for i in 0..roots {
         let mine = leaves / roots + usize::from(i < leaves % roots);
         if fork() == 0 {
-            write_pid(w);
             for _ in 0..mine {
                 if fork() == 0 {
-                    write_pid(w);
-                    // SAFETY: closing our copy of the report pipe.
-                    unsafe { libc::close(w) };
-                    wait_lifeline();
+                    report_and_wait(w);
                 }
             }
-            // SAFETY: as above.
-            unsafe { libc::close(w) };
-            wait_lifeline();
+            report_and_wait(w);
         }
     }
     let mut expected = rest;
@@ -219,10 +221,7 @@ fn tree(n: usize, daemon: bool) -> ! {
             // SAFETY: setsid in a fresh child (not a group leader) cannot fail.
             unsafe { libc::setsid() };
             if fork() == 0 {
-                write_pid(w);
-                // SAFETY: as above.
-                unsafe { libc::close(w) };
-                wait_lifeline();
+                report_and_wait(w);
             }
             // SAFETY: the daemon is orphaned; the wrapper (subreaper or PID 1) inherits it.
             unsafe { libc::_exit(0) };
@@ -380,10 +379,7 @@ fn idle(n: usize) -> ! {
     let (r, w) = pipe();
     for _ in 0..n {
         if fork() == 0 {
-            write_pid(w);
-            // SAFETY: closing our copy of the report pipe.
-            unsafe { libc::close(w) };
-            wait_lifeline();
+            report_and_wait(w);
         }
     }
     // SAFETY: our copy of the write end.

@@ -81,26 +81,12 @@ fn reply_error(v: &serde_json::Value) -> Option<String> {
 }
 
 fn stop(path: &Path, grace: Option<Duration>) -> anyhow::Result<u8> {
-    let mut stream = connect(path)?;
-    send_request(
-        &mut stream,
-        &WireRequest::Stop {
-            grace_ms: grace.map(|g| g.as_millis() as u64),
-        },
-    );
-    let mut reader = BufReader::new(stream);
-    let Some((line, v)) = read_line(&mut reader)? else {
-        anyhow::bail!(
-            "the instance at {} closed the connection without a verdict",
-            path.display()
-        );
+    let request = WireRequest::Stop {
+        grace_ms: grace.map(|g| g.as_millis() as u64),
     };
-    if let Some(e) = reply_error(&v) {
-        anyhow::bail!(e);
-    }
-    println!("{line}");
+    let verdict = ask(path, &request, "a verdict")?;
     Ok(
-        if v.get("stopped") == Some(&serde_json::Value::Bool(true)) {
+        if verdict.get("stopped") == Some(&serde_json::Value::Bool(true)) {
             0
         } else {
             1
@@ -109,11 +95,18 @@ fn stop(path: &Path, grace: Option<Duration>) -> anyhow::Result<u8> {
 }
 
 fn status(path: &Path) -> anyhow::Result<u8> {
+    ask(path, &WireRequest::Status {}, "a reply")?;
+    Ok(0)
+}
+
+/// Sends one request, prints its one reply line verbatim, and returns the reply parsed; a
+/// refusal, or a connection closed without `what`, is an error.
+fn ask(path: &Path, request: &WireRequest, what: &str) -> anyhow::Result<serde_json::Value> {
     let mut stream = connect(path)?;
-    send_request(&mut stream, &WireRequest::Status {});
+    send_request(&mut stream, request);
     let Some((line, v)) = read_line(&mut BufReader::new(stream))? else {
         anyhow::bail!(
-            "the instance at {} closed the connection without a reply",
+            "the instance at {} closed the connection without {what}",
             path.display()
         );
     };
@@ -121,7 +114,7 @@ fn status(path: &Path) -> anyhow::Result<u8> {
         anyhow::bail!(e);
     }
     println!("{line}");
-    Ok(0)
+    Ok(v)
 }
 
 fn exec(

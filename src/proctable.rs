@@ -1,5 +1,6 @@
 //! The process table as `/proc` shows it: who is in the run's scope, and whether they are alive.
 
+use crate::sys::own_pid as me;
 use nix::unistd::Pid;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -77,13 +78,6 @@ fn read_proc_file(path: &str) -> io::Result<Vec<u8>> {
             Err(e) => return Err(e),
         }
     }
-}
-
-/// vloer-run's own pid. It never changes (vloer-run does not fork without exec), and getpid(2)
-/// is a real syscall on glibc, asked for every process of every scan through `belongs`.
-fn me() -> Pid {
-    static ME: std::sync::OnceLock<Pid> = std::sync::OnceLock::new();
-    *ME.get_or_init(nix::unistd::getpid)
 }
 
 fn gone(err: &io::Error) -> bool {
@@ -251,17 +245,18 @@ fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<(), ProcErr
     Ok(())
 }
 
+/// The pid a /proc directory entry names; None for the entries that are not processes.
+fn pid_entry(entry: &std::fs::DirEntry) -> Option<i32> {
+    entry.file_name().to_str()?.parse().ok()
+}
+
 /// Every process in /proc (the fallback when children files are missing).
 fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
     let dir = std::fs::read_dir("/proc").map_err(|e| ProcError(format!("reading /proc: {e}")))?;
     let mut out = Vec::new();
     for entry in dir {
         let entry = entry.map_err(|e| ProcError(format!("reading /proc: {e}")))?;
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|s| s.parse::<i32>().ok())
-        else {
+        let Some(pid) = pid_entry(&entry) else {
             continue;
         };
         if pid == me.as_raw() {
@@ -456,11 +451,7 @@ mod stat_tests {
         assert_eq!(parse_stat(&odd).unwrap().comm, "a) (b \u{fffd}");
         let mut seen = 0;
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<i32>().ok())
-            else {
+            let Some(pid) = pid_entry(&entry) else {
                 continue;
             };
             let Ok(bytes) = read_stat_file(&format!("/proc/{pid}/stat")) else {

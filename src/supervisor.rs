@@ -67,7 +67,6 @@ enum Token {
 pub struct Supervisor {
     args: RunArgs,
     pid1: bool,
-    me: Pid,
     me_pgid: Pid,
     signals: OwnedFd,
     parent: Option<OwnedFd>,
@@ -105,8 +104,7 @@ impl Supervisor {
     /// Sets up signals, the reaper role and the parent watch; nothing is started yet.
     pub fn new(args: RunArgs) -> anyhow::Result<Supervisor> {
         sys::raise_nofile_limit();
-        let me = nix::unistd::getpid();
-        let pid1 = me.as_raw() == 1;
+        let pid1 = sys::own_pid().as_raw() == 1;
         let signals = sys::signalfd_for_all().context("setting up signal handling (signalfd)")?;
         if !pid1 {
             sys::set_child_subreaper()
@@ -130,7 +128,6 @@ impl Supervisor {
             exec_sent: BTreeMap::new(),
             exec_survivors: Vec::new(),
             pid1,
-            me,
             me_pgid: nix::unistd::getpgrp(),
             signals,
             parent,
@@ -214,7 +211,7 @@ impl Supervisor {
             foreground_tty: foreground.then_some(0),
             parent_death_signal: (!self.args.child_pdeathsig.is_none())
                 .then_some(self.args.child_pdeathsig),
-            parent: self.me.as_raw(),
+            parent: sys::own_pid().as_raw(),
         }
     }
 
@@ -511,7 +508,7 @@ impl Supervisor {
             })
             .collect();
         serde_json::json!({
-            "pid": self.me.as_raw(),
+            "pid": sys::own_pid().as_raw(),
             "state": match self.state { State::Running => "running", State::Watching(_) => "waiting", State::Stopping(_) => "stopping" },
             "scope": match self.args.scope { ScopeArg::Tree => "tree", ScopeArg::Group => "group" },
             "child": {

@@ -585,6 +585,13 @@ pub fn tcsetpgrp(fd: RawFd, pgid: Pid) -> io::Result<()> {
     Ok(())
 }
 
+/// vloer-run's own pid. It never changes (vloer-run does not fork without exec), and getpid(2)
+/// is a real syscall on glibc, asked for every process of every scan.
+pub fn own_pid() -> Pid {
+    static ME: std::sync::OnceLock<Pid> = std::sync::OnceLock::new();
+    *ME.get_or_init(nix::unistd::getpid)
+}
+
 /// Accepts one connection, already non-blocking and close-on-exec (std's accept would need a
 /// second syscall to make it non-blocking, on every request).
 pub fn accept_nonblocking(listener: BorrowedFd<'_>) -> io::Result<std::os::unix::net::UnixStream> {
