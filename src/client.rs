@@ -85,13 +85,19 @@ fn stop(path: &Path, grace: Option<Duration>) -> anyhow::Result<u8> {
         grace_ms: grace.map(|g| g.as_millis() as u64),
     };
     let verdict = ask(path, &request, "a verdict")?;
-    Ok(
-        if verdict.get("stopped") == Some(&serde_json::Value::Bool(true)) {
-            0
-        } else {
-            1
-        },
-    )
+    let stopped = verdict.get("stopped") == Some(&serde_json::Value::Bool(true));
+    Ok(match verdict.get("error").and_then(|e| e.as_str()) {
+        // The run stopped, yet the instance failed after that (it could not deliver its own
+        // verdict, and exits 125): a caller must not read that as a clean stop.
+        Some(error) if stopped => {
+            crate::msg::error(format_args!(
+                "the run stopped, but vloer-run failed: {error}"
+            ));
+            125
+        }
+        _ if stopped => 0,
+        _ => 1,
+    })
 }
 
 fn status(path: &Path) -> anyhow::Result<u8> {

@@ -165,6 +165,9 @@ struct Conn {
     fds: Vec<OwnedFd>,
     out: Vec<u8>,
     since: Instant,
+    /// The client shut down its sending side (socat does once its request is sent): it still
+    /// reads, and gets its reply.
+    read_closed: bool,
 }
 
 /// The listening socket and its clients.
@@ -217,7 +220,10 @@ impl Server {
             .set_nonblocking(true)
             .context("making the control socket non-blocking")?;
         Ok(Server {
-            path: path.to_path_buf(),
+            // Removed at exit by its absolute name: the run leaves its working directory. The
+            // socket itself was bound by the name given, which may be the shorter one (a
+            // socket's path has a limit of 107 bytes).
+            path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
             listener,
             conns: BTreeMap::new(),
             next: 1,
@@ -233,7 +239,9 @@ impl Server {
         }
         for (id, c) in &self.conns {
             let mut flags = PollFlags::empty();
-            if matches!(c.phase, Phase::Reading | Phase::Attached | Phase::Waiting) {
+            if matches!(c.phase, Phase::Reading | Phase::Attached | Phase::Waiting)
+                && !c.read_closed
+            {
                 flags |= PollFlags::POLLIN;
             }
             if !c.out.is_empty() {
@@ -288,6 +296,7 @@ impl Server {
             fds: Vec::new(),
             out: Vec::new(),
             since: now,
+            read_closed: false,
         };
         match socket::getsockopt(&conn.stream, sockopt::PeerCredentials) {
             Ok(cred) if cred.uid() == self.uid || cred.uid() == 0 => {}
@@ -439,8 +448,11 @@ impl Server {
                 }
             }
             Phase::Waiting | Phase::Closing => {
-                if eof {
+                // A hang-up is a client gone for good; an end of input alone is a half-close.
+                if revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
                     self.conns.remove(&id);
+                } else if eof {
+                    conn.read_closed = true;
                 }
             }
         }

@@ -123,6 +123,11 @@ impl Exec {
         });
     }
 
+    /// Its stop only watches processes that the run's own stop signals.
+    pub fn watch_only(&self) -> bool {
+        self.stop.as_ref().is_some_and(Stop::is_watch)
+    }
+
     /// The final line for the client, from the stop's outcome.
     pub fn report(&self, outcome: &Outcome) -> ExitReport {
         let stopped = outcome.survivors.is_empty() && outcome.error.is_none();

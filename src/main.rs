@@ -14,6 +14,7 @@ mod exec;
 mod msg;
 mod proctable;
 mod signal;
+mod slowread;
 mod spawn;
 mod stop;
 mod supervisor;
@@ -55,6 +56,14 @@ fn run(args: cli::RunArgs) -> u8 {
     } else {
         1
     });
+    let mut args = args;
+    // The run leaves its working directory once the child has started; a relative verdict path
+    // still names the file the caller meant.
+    if let verdict::Sink::Path(p) = &mut args.verdict {
+        if let Ok(abs) = std::path::absolute(&*p) {
+            *p = abs;
+        }
+    }
     let sink = args.verdict.clone();
     let sup = match supervisor::Supervisor::new(args) {
         Ok(s) => s,

@@ -25,6 +25,10 @@ pub struct Proc {
     pub starttime: u64,
     #[serde(skip)]
     pub threads: i64,
+    /// Why it cannot be told whether this process belongs to the scope (an exec's process whose
+    /// environment cannot be read): it is neither signalled nor proven gone.
+    #[serde(skip)]
+    pub doubt: Option<String>,
 }
 
 fn ser_pid<S: serde::Serializer>(p: &Pid, s: S) -> Result<S::Ok, S::Error> {
@@ -32,9 +36,15 @@ fn ser_pid<S: serde::Serializer>(p: &Pid, s: S) -> Result<S::Ok, S::Error> {
 }
 
 impl Proc {
-    /// Zombies and dead tasks do not count as alive.
+    /// A process is alive while any of its threads is. `/proc/PID/stat` shows the main thread:
+    /// `Z` there with other threads still counted means the main thread called `pthread_exit`
+    /// and the process runs on, so only a zombie with one thread left, or a dead task, is gone.
     pub fn is_live(&self) -> bool {
-        !matches!(self.state.as_str(), "Z" | "X" | "x")
+        match self.state.as_str() {
+            "Z" => self.threads > 1,
+            "X" | "x" => false,
+            _ => true,
+        }
     }
 }
 
@@ -63,7 +73,7 @@ impl std::fmt::Display for ProcError {
 
 /// Reads a small /proc file in as few syscalls as the kernel allows: /proc files report size 0,
 /// so std::fs::read would stat them and then grow its buffer from 32 bytes.
-fn read_proc_file(path: &str) -> io::Result<Vec<u8>> {
+pub fn read_proc_file(path: &str) -> io::Result<Vec<u8>> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
     let mut buf = Vec::new();
@@ -132,6 +142,7 @@ fn parse_stat(bytes: &[u8]) -> Option<Proc> {
         comm,
         starttime,
         threads,
+        doubt: None,
     })
 }
 
@@ -150,7 +161,7 @@ pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
 
 /// The command line of a process, arguments joined by spaces; empty for kernel threads and zombies.
 pub fn cmdline(pid: Pid) -> String {
-    read_proc_file(&format!("/proc/{pid}/cmdline"))
+    crate::slowread::read(format!("/proc/{pid}/cmdline"))
         .map(|b| {
             b.split(|c| *c == 0)
                 .filter(|a| !a.is_empty())
@@ -187,9 +198,15 @@ pub fn exec_marker(id: u64) -> String {
     format!("VLOER_EXEC_ID={}:{id}", me())
 }
 
-fn has_env(pid: Pid, entry: &str) -> bool {
-    read_proc_file(&format!("/proc/{pid}/environ"))
-        .is_ok_and(|env| env.split(|b| *b == 0).any(|e| e == entry.as_bytes()))
+/// Whether `pid`'s environment holds `entry`; an error when it cannot be read (another user's
+/// process, one that made itself undumpable, a read blocked on its memory lock): that is not a no.
+fn has_env(pid: Pid, entry: &str) -> Result<bool, String> {
+    let path = format!("/proc/{pid}/environ");
+    match crate::slowread::read(path.clone()) {
+        Ok(env) => Ok(env.split(|b| *b == 0).any(|e| e == entry.as_bytes())),
+        Err(e) if gone(&e) => Ok(false),
+        Err(e) => Err(format!("cannot read {path}: {e}")),
+    }
 }
 
 /// The one-time costs of a scan, paid while the child starts rather than after it ends (the stop
@@ -296,13 +313,24 @@ pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> 
             // Lineage is lost when an orphan is reparented to us; the marker in its environment
             // (inherited across fork and exec) still says which exec it came from.
             let marker = exec_marker(id);
-            inside.extend(
-                procs
-                    .iter()
-                    .filter(|p| p.ppid == me && p.is_live() && has_env(p.pid, &marker))
-                    .map(|p| p.pid),
-            );
+            let mut procs = procs;
+            for p in procs.iter_mut().filter(|p| p.ppid == me && p.is_live()) {
+                match has_env(p.pid, &marker) {
+                    Ok(true) => {
+                        inside.insert(p.pid);
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        p.doubt = Some(format!(
+                            "cannot tell whether pid {} ({}) belongs to this exec: {e}",
+                            p.pid, p.comm
+                        ));
+                    }
+                }
+            }
             close_over_children(&procs, &mut inside);
+            // A doubtful process is reported, not walked: its children are as doubtful.
+            inside.extend(procs.iter().filter(|p| p.doubt.is_some()).map(|p| p.pid));
             Ok(procs
                 .into_iter()
                 .filter(|p| inside.contains(&p.pid))
@@ -416,7 +444,7 @@ pub fn belongs(p: &Proc, scope: Scope, known: &HashSet<Pid>) -> bool {
             p.pid == root
                 || p.pgid == root
                 || known.contains(&p.ppid)
-                || (p.ppid == me() && has_env(p.pid, &exec_marker(id)))
+                || (p.ppid == me() && has_env(p.pid, &exec_marker(id)) == Ok(true))
         }
     }
 }
@@ -437,6 +465,7 @@ mod stat_tests {
             comm: stat.comm,
             starttime: stat.starttime,
             threads: stat.num_threads,
+            doubt: None,
         }
     }
 

@@ -18,8 +18,10 @@ pub struct StopPlan {
     pub stop_signal: Sig,
     pub grace: Duration,
     pub kill_timeout: Duration,
-    /// In step 1, these processes get this signal instead of `stop_signal` (a forwarded stop signal).
-    pub first: Option<(FirstTarget, Sig)>,
+    /// The signal that started the stop, forwarded: in step 1 these processes get the forwarded
+    /// signal (the second, after `--rewrite`), then `stop_signal` only if it differs from the
+    /// received one (the third), so none of them gets one signal twice.
+    pub first: Option<(FirstTarget, Sig, Sig)>,
 }
 
 /// Who already received the signal that started the stop.
@@ -49,8 +51,26 @@ enum Phase {
 
 struct Tracked {
     fd: Option<OwnedFd>,
+    /// With the pid, what names the process: a recycled pid has another start time.
+    starttime: u64,
     /// SIGKILL was refused (EPERM): waiting longer will not help.
     unkillable: bool,
+}
+
+/// The signals one process gets in one phase of a stop, in order: at most two.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Signals([Option<Sig>; 2]);
+
+impl Signals {
+    /// `first`, then `then` unless it is the same signal or none.
+    fn of(first: Sig, then: Sig) -> Signals {
+        let then = (then != first && !then.is_none()).then_some(then);
+        Signals([(!first.is_none()).then_some(first), then])
+    }
+
+    fn iter(self) -> impl Iterator<Item = Sig> {
+        self.0.into_iter().flatten()
+    }
 }
 
 /// What the stop found at the end.
@@ -106,6 +126,11 @@ impl Stop {
 
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
+    }
+
+    /// Only watching: it sends nothing and has no deadline of its own.
+    pub fn is_watch(&self) -> bool {
+        self.phase == Phase::Watch
     }
 
     /// The next moment the stop needs to act without an event.
@@ -179,10 +204,6 @@ impl Stop {
         if self.phase == Phase::Done {
             return;
         }
-        if !sys::have_pidfd() {
-            // Without pidfds, liveness comes from rescans alone.
-            self.tracked.clear();
-        }
         if self.deadline.is_some_and(|d| now >= d) {
             match self.phase {
                 Phase::Grace => {
@@ -195,6 +216,12 @@ impl Stop {
                     return;
                 }
             }
+        }
+        if !sys::have_pidfd() {
+            // Without pidfds, liveness comes from rescans alone; each drops what it no longer
+            // sees alive and signals only processes that were not signalled in this phase.
+            self.round(now);
+            return;
         }
         let waiting_on_killable = self.tracked.values().any(|t| !t.unkillable);
         if waiting_on_killable {
@@ -244,19 +271,47 @@ impl Stop {
             }
         };
         let known: HashSet<Pid> = members.iter().map(|p| p.pid).collect();
+        if !sys::have_pidfd() {
+            // No pidfd tells us of an exit: what this scan does not show alive, with the same
+            // start time, is gone (or its pid now names another process).
+            let live: HashMap<Pid, u64> = members
+                .iter()
+                .filter(|p| p.is_live())
+                .map(|p| (p.pid, p.starttime))
+                .collect();
+            self.tracked
+                .retain(|pid, t| live.get(pid) == Some(&t.starttime));
+        }
         for p in members.iter().filter(|p| p.is_live()) {
             if self.tracked.contains_key(&p.pid) {
+                continue;
+            }
+            if let Some(doubt) = &p.doubt {
+                // Cannot tell: not signalled (it may not be ours), and never proven gone.
+                if !self.errors.contains(doubt) {
+                    self.errors.push(doubt.clone());
+                }
+                self.failed = true;
                 continue;
             }
             if self.phase == Phase::Done {
                 return None;
             }
-            let sig = self.signal_for(p);
-            let result = self.open_and_signal(p, &known, sig);
+            let sigs = self.signals_for(p);
+            let result = self.open_and_signal(p, &known, sigs);
             self.record(p.pid, result);
         }
         if self.tracked.is_empty() && self.phase != Phase::Done {
             if !members.iter().any(Proc::is_live) {
+                // /proc's children lists may miss a process while its siblings exit; for the
+                // tree, the kernel's own answer decides (a zombie that waits to be reaped is not
+                // alive). When a child is still there, its exit's SIGCHLD or the deadline wakes
+                // the stop again.
+                if self.plan.scope == Scope::Tree
+                    && matches!(sys::children_left(), Ok(sys::Children::Live) | Err(_))
+                {
+                    return None;
+                }
                 self.phase = Phase::Done;
             } else if sys::have_pidfd() && !self.deadline.is_some_and(|d| Instant::now() >= d) {
                 // The scan saw live members, yet each was gone by the time it was to be
@@ -290,22 +345,26 @@ impl Stop {
             if self.tracked.contains_key(&p.pid) || !proctable::belongs(p, self.plan.scope, known) {
                 return;
             }
-            let sig = self.signal_for(p);
-            let result = self.deliver(p, Some(fd), sig);
+            let sigs = self.signals_for(p);
+            let result = self.deliver(p, Some(fd), sigs);
             self.record(p.pid, result);
         })
     }
 
-    /// What this phase sends to `p`: in the grace phase the forwarded signal to those that got it
-    /// already and `--stop-signal` to the rest, SIGKILL in the kill phase, nothing while watching.
-    fn signal_for(&self, p: &Proc) -> Option<Sig> {
+    /// What this phase sends to `p`: in the grace phase `--stop-signal`, preceded by the signal
+    /// that started the stop for those it is forwarded to (sent once: not again when it is the
+    /// stop signal itself); SIGKILL in the kill phase; nothing while watching.
+    fn signals_for(&self, p: &Proc) -> Signals {
         match self.phase {
-            Phase::Watch | Phase::Done => None,
-            Phase::Grace => Some(match self.plan.first {
-                Some((target, sig)) if target.covers(p) => sig,
-                _ => self.plan.stop_signal,
-            }),
-            Phase::Kill => Some(Sig::KILL),
+            Phase::Watch | Phase::Done => Signals::default(),
+            Phase::Grace => match self.plan.first {
+                Some((target, forwarded, received)) if target.covers(p) => {
+                    let then = self.plan.stop_signal;
+                    Signals::of(forwarded, if then == received { Sig::NONE } else { then })
+                }
+                _ => Signals::of(self.plan.stop_signal, Sig::NONE),
+            },
+            Phase::Kill => Signals::of(Sig::KILL, Sig::NONE),
         }
     }
 
@@ -329,7 +388,7 @@ impl Stop {
         &mut self,
         p: &Proc,
         known: &HashSet<Pid>,
-        sig: Option<Sig>,
+        sigs: Signals,
     ) -> Result<Option<Tracked>, String> {
         let fd = match sys::pidfd_open(p.pid) {
             Ok(fd) => Some(fd),
@@ -348,7 +407,7 @@ impl Stop {
         {
             return Ok(None);
         }
-        self.deliver(&fresh, fd, sig)
+        self.deliver(&fresh, fd, sigs)
     }
 
     /// Signals `p` (read after `fd` was opened on it, so `fd` names it) and returns what to track.
@@ -357,28 +416,25 @@ impl Stop {
         &mut self,
         p: &Proc,
         fd: Option<OwnedFd>,
-        sig: Option<Sig>,
+        sigs: Signals,
     ) -> Result<Option<Tracked>, String> {
-        let fresh = p;
         let mut unkillable = false;
-        if let Some(sig) = sig {
-            let result = match &fd {
-                Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
-                None => sys::kill(p.pid, sig),
-            };
-            match result {
+        let send = |sig| match &fd {
+            Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
+            None => sys::kill(p.pid, sig),
+        };
+        for sig in sigs.iter() {
+            match send(sig) {
                 Ok(()) => {
                     *self.sent.entry(sig.name()).or_default() += 1;
                     crate::msg::verbose(format_args!("sent {sig} to {} ({})", p.pid, p.comm));
                     // A stopped process would hold a polite signal pending until continued.
-                    if fresh.state == "T" && sig != Sig::KILL && sig != Sig::CONT {
-                        let cont = match &fd {
-                            Some(fd) => sys::pidfd_send_signal(fd.as_fd(), Sig::CONT),
-                            None => sys::kill(p.pid, Sig::CONT),
-                        };
-                        if cont.is_ok() {
-                            *self.sent.entry(Sig::CONT.name()).or_default() += 1;
-                        }
+                    if p.state == "T"
+                        && sig != Sig::KILL
+                        && sig != Sig::CONT
+                        && send(Sig::CONT).is_ok()
+                    {
+                        *self.sent.entry(Sig::CONT.name()).or_default() += 1;
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
@@ -392,11 +448,17 @@ impl Stop {
                 }
             }
         }
-        Ok(Some(Tracked { fd, unkillable }))
+        Ok(Some(Tracked {
+            fd,
+            starttime: p.starttime,
+            unkillable,
+        }))
     }
 
-    /// Step 4: confirm from `/proc`. Survivors or any failure along the way mean no proof.
-    pub fn finish(self, now: Instant) -> Outcome {
+    /// Step 4: confirm. `proven_empty`: the kernel showed the scope empty (see the run's
+    /// `tree_is_empty`), so /proc is not read; otherwise it lists the survivors. Survivors or any
+    /// failure along the way mean no proof.
+    pub fn finish(self, now: Instant, proven_empty: bool) -> Outcome {
         let mut outcome = Outcome {
             sent: self.sent,
             elapsed: now.saturating_duration_since(self.started),
@@ -404,9 +466,21 @@ impl Stop {
         };
         let mut errors = self.errors;
         let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
-        match proctable::scan(self.plan.scope, &seeds) {
-            Ok(members) => outcome.survivors = members.into_iter().filter(Proc::is_live).collect(),
-            Err(e) => errors.push(e.0),
+        if !proven_empty {
+            match proctable::scan(self.plan.scope, &seeds) {
+                Ok(members) => {
+                    outcome.survivors = members.into_iter().filter(Proc::is_live).collect()
+                }
+                Err(e) => errors.push(e.0),
+            }
+            if self.plan.scope == Scope::Tree && outcome.survivors.is_empty() {
+                // The kernel still shows a child of vloer-run that /proc does not list.
+                errors.push(
+                    "vloer-run still has a child process that /proc does not list, so the stop \
+                     cannot be proven"
+                        .into(),
+                );
+            }
         }
         outcome.survivors.sort_by_key(|p| p.pid);
         if !errors.is_empty() {

@@ -158,14 +158,24 @@ impl Supervisor {
     /// Runs the command to the end and returns the verdict (not yet written).
     pub fn run(mut self) -> Ended {
         self.start_child();
-        if let Err(e) = self.event_loop() {
-            // A failure inside vloer-run still ends in the stop and the verdict.
-            msg::error(format_args!("{e:#}"));
-            self.errors.push(format!("{e:#}"));
-            // The run's own reason stays if a stop was already under way (begin_stop keeps it).
-            self.begin_stop(Reason::Error, None);
-            if let Err(e) = self.finish_stop_blocking() {
-                self.errors.push(format!("{e:#}"));
+        // The run no longer needs the caller's working directory, and holding it would keep its
+        // mount busy for as long as the run lasts (`umount`: busy), as dumb-init knows.
+        if let Err(e) = std::env::set_current_dir("/") {
+            msg::verbose(format_args!("could not leave the working directory: {e}"));
+        }
+        // A failure inside vloer-run still ends in the stop and the verdict, driven by the same
+        // loop: the stop starts (the run's own reason stays if one was under way) and the loop
+        // goes on. A second failure leaves the stop where it is: the verdict then says false.
+        for attempt in 0..2 {
+            match self.event_loop() {
+                Ok(()) => break,
+                Err(e) => {
+                    msg::error(format_args!("{e:#}"));
+                    self.errors.push(format!("{e:#}"));
+                    if attempt == 0 {
+                        self.begin_stop(Reason::Error, None);
+                    }
+                }
             }
         }
         self.conclude()
@@ -233,7 +243,9 @@ impl Supervisor {
                 stop.progress(now);
             }
             self.progress_execs(now);
-            if self.main_done() && self.execs.is_empty() {
+            // Under `--scope tree` the run's own stop covered every exec's processes, so an exec
+            // that only watches them does not hold the run; `conclude` reports it.
+            if self.main_done() && self.execs.values().all(|e| e.watch_only()) {
                 return Ok(());
             }
             let mut deadline = match &self.state {
@@ -316,6 +328,9 @@ impl Supervisor {
                 for info in infos {
                     if info.sig == Sig::CHLD {
                         chld = true;
+                    } else if info.is_own_write_error() {
+                        // Not even a -v line: stderr may be the closed pipe, and the line would
+                        // raise the next one.
                     } else {
                         msg::verbose(format_args!(
                             "received {} from pid {}",
@@ -389,7 +404,7 @@ impl Supervisor {
             return;
         };
         let Some(stop) = e.stop.take() else { return };
-        let outcome = stop.finish(now);
+        let outcome = stop.finish(now, false);
         let report = e.report(&outcome);
         msg::verbose(format_args!(
             "exec {} ended: status {} ({})",
@@ -538,7 +553,7 @@ impl Supervisor {
         let stopping = matches!(self.state, State::Stopping(_));
         if !stopping && self.args.stop_on.contains(&sig) {
             self.trigger = Some(sig);
-            let first = (!out.is_none()).then(|| (self.forward_target(), out));
+            let first = (!out.is_none()).then(|| (self.forward_target(), out, sig));
             self.begin_stop(Reason::Signal, first);
             return;
         }
@@ -694,7 +709,7 @@ impl Supervisor {
         }
     }
 
-    fn plan(&self, first: Option<(FirstTarget, Sig)>) -> StopPlan {
+    fn plan(&self, first: Option<(FirstTarget, Sig, Sig)>) -> StopPlan {
         StopPlan {
             scope: self.scope(),
             stop_signal: self.args.stop_signal,
@@ -705,7 +720,7 @@ impl Supervisor {
     }
 
     /// Starts the stop unless one is under way: the first reason wins.
-    fn begin_stop(&mut self, reason: Reason, first: Option<(FirstTarget, Sig)>) {
+    fn begin_stop(&mut self, reason: Reason, first: Option<(FirstTarget, Sig, Sig)>) {
         if matches!(self.state, State::Stopping(_)) {
             return;
         }
@@ -731,25 +746,6 @@ impl Supervisor {
         }
     }
 
-    /// Drives a stop to its end without the event loop (used after an internal failure).
-    fn finish_stop_blocking(&mut self) -> anyhow::Result<()> {
-        loop {
-            let State::Stopping(stop) = &mut self.state else {
-                return Ok(());
-            };
-            stop.progress(Instant::now());
-            if stop.is_done() {
-                return Ok(());
-            }
-            let wait = stop
-                .deadline()
-                .map(|d| d.saturating_duration_since(Instant::now()))
-                .unwrap_or(Duration::ZERO);
-            std::thread::sleep(wait.min(Duration::from_millis(20)));
-            self.reap();
-        }
-    }
-
     /// Step 4 and the verdict: confirm, reap what is left, hand the terminal back.
     fn conclude(mut self) -> Ended {
         // Execs still stopping when the run ends are confirmed and reported now.
@@ -767,15 +763,16 @@ impl Supervisor {
             self.finish_exec(id, Instant::now());
         }
         let state = std::mem::replace(&mut self.state, State::Running);
+        // The main child and other dead children are zombies now; collect their status. Then the
+        // kernel's own word, where it has one, is the proof; /proc only names survivors.
+        let empty = self.args.scope == ScopeArg::Tree && self.tree_is_empty();
         let outcome = match state {
-            State::Stopping(s) | State::Watching(s) => s.finish(Instant::now()),
+            State::Stopping(s) | State::Watching(s) => s.finish(Instant::now(), empty),
             State::Running => Outcome {
                 error: Some("the run ended without a stop".into()),
                 ..Outcome::default()
             },
         };
-        // The main child and other dead children are zombies now; collect their status.
-        self.reap();
         self.hand_back_tty();
         let mut errors = self.errors.clone();
         errors.extend(outcome.error.clone());
@@ -823,6 +820,27 @@ impl Supervisor {
             control: self.control.take(),
             stop_waiters: std::mem::take(&mut self.stop_waiters),
         }
+    }
+
+    /// Step 4 for `--scope tree`: reaps every zombie, then asks the kernel whether vloer-run has
+    /// any child left. None means no descendant exists (each would be a child of vloer-run or of
+    /// one of its children), an O(1) proof that no /proc listing can get wrong.
+    fn tree_is_empty(&mut self) -> bool {
+        // Bounded: each turn reaps what the kernel showed; a tree still making zombies is alive.
+        for _ in 0..64 {
+            self.reap();
+            match sys::children_left() {
+                Ok(sys::Children::None) => return true,
+                Ok(sys::Children::Zombies) => continue,
+                Ok(sys::Children::Live) => return false,
+                Err(e) => {
+                    self.errors
+                        .push(format!("asking the kernel for children (waitid): {e}"));
+                    return false;
+                }
+            }
+        }
+        false
     }
 
     fn exit_code(&self, stopped: bool, reason: Reason) -> i32 {

@@ -149,43 +149,59 @@ pub fn closed_at_start(fd: RawFd) -> bool {
 // ---------------------------------------------------------------------------------------------
 // Signals in: a signalfd over every catchable signal.
 
-/// Blocks every signal vloer-run handles and returns a signalfd that reports them.
+/// Blocks every signal vloer-run handles and returns a signalfd that reports them: 1 to 64 but
+/// SIGKILL and SIGSTOP. glibc's sigfillset and sigprocmask leave out 32 and 33 (its own), and a
+/// `kill -33` would then end vloer-run with the tree orphaned, so the set is built and blocked
+/// here with the kernel's calls. SIGPIPE is in it too: a sent one is forwarded, and the one the
+/// kernel raises for our own write to a closed pipe is told apart by its sender (`SigInfo`).
 pub fn signalfd_for_all() -> io::Result<OwnedFd> {
     // An inherited SIG_IGN for SIGCHLD would make the kernel reap children behind our back.
     // SAFETY: setting SIG_DFL installs no handler, so no code of ours runs asynchronously.
     unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
-    let mut set = MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: sigfillset initialises the set; glibc leaves out its two internal signals.
-    let mut set = unsafe {
-        libc::sigfillset(set.as_mut_ptr());
-        set.assume_init()
-    };
-    // SAFETY: `set` is initialised; removing members cannot fail for valid numbers.
-    unsafe {
-        libc::sigdelset(&mut set, libc::SIGKILL);
-        libc::sigdelset(&mut set, libc::SIGSTOP);
-        // Our own writes to a closed pipe must stay EPIPE errors, not a signal to forward.
-        libc::sigdelset(&mut set, libc::SIGPIPE);
-    }
-    block_into_signalfd(&set)
+    let bit = |sig: libc::c_int| 1u64 << (sig - 1);
+    let mask: u64 = !(bit(libc::SIGKILL) | bit(libc::SIGSTOP));
+    block_into_signalfd_raw(mask)
 }
 
-/// Blocks `set` on our only thread (so its signals stay pending for the signalfd instead of
-/// being delivered) and returns a non-blocking signalfd over it.
-fn block_into_signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
-    // SAFETY: `set` is an initialised sigset; vloer-run has a single thread.
-    if unsafe { libc::sigprocmask(libc::SIG_BLOCK, set, std::ptr::null_mut()) } != 0 {
+/// The kernel's own signal set: one bit per signal, 1 to 64.
+type KernelSigset = u64;
+
+/// Blocks the signals of `mask` (the kernel's layout) and returns a non-blocking signalfd over
+/// them, through the raw syscalls, which take every signal number glibc's wrappers refuse.
+fn block_into_signalfd_raw(mask: KernelSigset) -> io::Result<OwnedFd> {
+    let size = std::mem::size_of::<KernelSigset>();
+    // SAFETY: rt_sigprocmask reads one 8-byte set (the size passed) from valid memory and writes
+    // nothing (null old set); vloer-run has a single thread at this point.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            &mask as *const KernelSigset,
+            std::ptr::null_mut::<KernelSigset>(),
+            size,
+        )
+    };
+    if rc != 0 {
         return Err(io::Error::last_os_error());
     }
-    // SAFETY: -1 asks for a new descriptor; the result is checked before it is owned.
-    let fd = unsafe { libc::signalfd(-1, set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) };
+    // SAFETY: signalfd4 reads one 8-byte set from valid memory; -1 asks for a new descriptor,
+    // checked before it is owned.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_signalfd4,
+            -1,
+            &mask as *const KernelSigset,
+            size,
+            libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
+        )
+    };
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: `fd` is a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
 }
 
 /// One signal read from the signalfd.
@@ -193,6 +209,15 @@ fn block_into_signalfd(set: &libc::sigset_t) -> io::Result<OwnedFd> {
 pub struct SigInfo {
     pub sig: Sig,
     pub sender: Pid,
+}
+
+impl SigInfo {
+    /// A SIGPIPE the kernel raised for one of vloer-run's own writes to a closed pipe: it names
+    /// vloer-run as its sender, which no other process can. That is an EPIPE error already
+    /// handled where the write failed, never a signal to forward.
+    pub fn is_own_write_error(&self) -> bool {
+        self.sig == Sig::PIPE && self.sender == own_pid()
+    }
 }
 
 /// Reads every pending signal from the signalfd without blocking.
@@ -432,7 +457,8 @@ pub fn wait_any(job: Option<Pid>) -> io::Result<Option<(Pid, ChildState)>> {
     if pid == 0 {
         // SAFETY: `status` is a valid out-pointer; WNOHANG makes the call non-blocking. The raw
         // status is decoded here because nix loses children killed by real-time signals.
-        pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        // __WALL: a child cloned with another exit signal than SIGCHLD is a child all the same.
+        pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
     }
     if pid < 0 {
         let err = io::Error::last_os_error();
@@ -456,6 +482,49 @@ pub fn wait_any(job: Option<Pid>) -> io::Result<Option<(Pid, ChildState)>> {
     Ok(Some((Pid::from_raw(pid), state)))
 }
 
+/// What `children_left` found among vloer-run's own children.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Children {
+    /// None at all, live or zombie: since vloer-run is the reaper of every descendant, none of
+    /// those exists either.
+    None,
+    /// Only zombies waiting to be reaped (or nothing the kernel could name).
+    Zombies,
+    /// At least one child that has not ended.
+    Live,
+}
+
+/// Asks the kernel, without reaping anything, whether vloer-run still has children. This is
+/// the exact proof for `--scope tree`: every descendant is a child of vloer-run or of one of its
+/// children, because orphans are handed to the reaper before their parent becomes a zombie.
+pub fn children_left() -> io::Result<Children> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+    // SAFETY: waitid writes one siginfo into valid, zeroed memory. WNOWAIT leaves a zombie to be
+    // reaped by `wait_any`; WNOHANG makes the call non-blocking.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            info.as_mut_ptr(),
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ECHILD) => Ok(Children::None),
+            _ => Err(err),
+        };
+    }
+    // SAFETY: waitid returned 0, so the struct is initialised (zeroed where no child was ready).
+    let pid = unsafe { info.assume_init().si_pid() };
+    Ok(if pid == 0 {
+        Children::Live
+    } else {
+        Children::Zombies
+    })
+}
+
 // ---------------------------------------------------------------------------------------------
 // Signals out, pid-safe where the kernel has pidfds.
 
@@ -470,7 +539,9 @@ pub fn pidfd_open(pid: Pid) -> io::Result<OwnedFd> {
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0 as libc::c_uint) };
     if fd < 0 {
         let err = io::Error::last_os_error();
-        if err.raw_os_error() == Some(libc::ENOSYS) {
+        // ENOSYS: a kernel before 5.3. EPERM is no error pidfd_open has of its own: it is what a
+        // seccomp profile that refuses the call answers (Docker's before 20.10).
+        if matches!(err.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) {
             NO_PIDFD.store(true, Ordering::Relaxed);
             return Err(io::ErrorKind::Unsupported.into());
         }
@@ -632,14 +703,7 @@ pub fn borrow_std_fd(fd: RawFd) -> BorrowedFd<'static> {
 
 /// Blocks `sigs` and returns a signalfd that reports them (the exec client's interrupt path).
 pub fn signalfd_for(sigs: &[Sig]) -> io::Result<OwnedFd> {
-    let mut set = empty_set();
-    for s in sigs {
-        // SAFETY: `set` is initialised and `s` is a valid signal number.
-        unsafe {
-            libc::sigaddset(&mut set, s.raw());
-        }
-    }
-    block_into_signalfd(&set)
+    block_into_signalfd_raw(sigs.iter().fold(0, |m, s| m | 1 << (s.raw() - 1)))
 }
 
 // ---------------------------------------------------------------------------------------------

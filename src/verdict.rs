@@ -213,33 +213,66 @@ fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.vloer-run.{}", std::process::id()));
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
+        let (tmp, mut f) = create_temporary(&dir, &name)?;
+        let written = f
+            .write_all(line.as_bytes())
+            .and_then(|()| f.sync_all())
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
+    })();
+    match result {
+        // No temporary file can be made beside it (a folder only root may write, as /dev is for
+        // a non-root pod's /dev/termination-log; a read-only one), or the file cannot be renamed
+        // over (EBUSY: it is itself a mount point, as Kubernetes bind-mounts that file; EXDEV):
+        // replace its contents in place instead, in one write, then cut what an older, longer
+        // content left behind.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY | libc::EXDEV)
+            ) =>
+        {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC)
+                .open(path)
+                .map_err(|_| e)?;
+            write_once(&mut f, line)?;
+            f.set_len(line.len() as u64)?;
+            f.sync_all()
+        }
+        other => other,
+    }
+}
+
+/// Creates a new temporary file in `dir` under a name nobody can guess or has left behind: a
+/// leftover of an earlier crash (as PID 1 every run has the same pid) never blocks a verdict.
+fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
+    use std::hash::{BuildHasher, Hasher};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut last = None;
+    for attempt in 0..8u64 {
+        // std seeds each RandomState from the kernel's random numbers.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(attempt);
+        let tmp = dir.join(format!(".{name}.vloer-run.{:016x}", h.finish()));
+        match std::fs::OpenOptions::new()
             .write(true)
             .create_new(true)
             .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(line.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    // A file that is itself a mount point cannot be renamed over (EBUSY), and that is what
-    // Kubernetes makes of /dev/termination-log: a host file bind-mounted into the container.
-    // Replace its contents in place instead, in one write, as for a device.
-    if matches!(&result, Err(e) if e.raw_os_error() == Some(libc::EBUSY)) {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
             .custom_flags(libc::O_CLOEXEC)
-            .open(path)?;
-        write_once(&mut f, line)?;
-        return f.sync_all();
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
+            Err(e) => return Err(e),
+        }
     }
-    result
+    Err(last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into()))
 }
 
 #[cfg(test)]
@@ -260,6 +293,7 @@ mod tests {
                     comm: "a \"weird\"\u{1}name".into(),
                     starttime: 0,
                     threads: 1,
+                    doubt: None,
                 })
                 .collect(),
             survivors_omitted: 0,
@@ -311,6 +345,7 @@ mod tests {
                     comm,
                     starttime: 0,
                     threads: 1,
+                    doubt: None,
                 })
         }
 

@@ -4,8 +4,16 @@
 //! vloer-test-child [--root] COMMAND ARGS...
 //!   sleep READY                  publish its pid, then sleep until killed
 //!   ignore-term READY            the same with SIGTERM ignored
-//!   daemon PIDFILE               double fork + setsid(); the daemon publishes its pid and sleeps;
-//!                                the original exits 0 once the daemon is ready
+//!   daemon PIDFILE [--undumpable]
+//!                                double fork + setsid(); the daemon publishes its pid and sleeps;
+//!                                the original exits 0 once the daemon is ready. --undumpable: the
+//!                                daemon makes itself undumpable (its environ then unreadable to
+//!                                other processes of its uid)
+//!   pthread-exit READY           the main thread starts a thread that forks a child ignoring
+//!                                SIGTERM, then calls pthread_exit (/proc shows Z, yet it runs);
+//!                                publishes its pid and the child's
+//!   no-pidfd CMD ARG...          execs CMD with pidfd_open and pidfd_send_signal refused (ENOSYS)
+//!                                by a seccomp filter
 //!   fork-loop READY LOG [--hop] [--fast]
 //!                                SIGTERM ignored; forks a new generation every millisecond (--fast:
 //!                                as fast as fork allows), each logging its pid to LOG; with --hop
@@ -14,7 +22,7 @@
 //!                                them as they die, or exits 0
 //!   orphans N READY              makes N processes that exit only after their parent did (orphaned
 //!                                zombies for the reaper), publishes their pids, then sleeps
-//!   record OUT [GRANDOUT]        blocks every signal and appends each one it receives (its number)
+//!   record OUT [GRANDOUT]        blocks every signal (1 to 64) and appends each one it receives (its number)
 //!                                to OUT after a first line `ready PID`; exits 0 after SIGTERM; with
 //!                                GRANDOUT a forked grandchild in the same group does the same
 //!   exec [--block SIG]... [--ignore SIG]... -- CMD ARG...
@@ -71,7 +79,10 @@ fn main() {
             publish(ready, &[getpid()]);
             sleep_forever()
         }
-        ("daemon", [pidfile]) => daemon(pidfile),
+        ("daemon", [pidfile]) => daemon(pidfile, false),
+        ("daemon", [pidfile, flag]) if flag == "--undumpable" => daemon(pidfile, true),
+        ("pthread-exit", [ready]) => pthread_exit_leader(ready),
+        ("no-pidfd", [_, ..]) => no_pidfd(rest),
         ("fork-loop", [ready, log, flags @ ..]) => {
             let (mut hop, mut fast) = (false, false);
             for f in flags {
@@ -195,7 +206,7 @@ fn pipe() -> (OwnedFd, OwnedFd) {
     unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) }
 }
 
-fn daemon(pidfile: &str) -> ! {
+fn daemon(pidfile: &str, undumpable: bool) -> ! {
     let (r, w) = pipe();
     let first = fork();
     if first == 0 {
@@ -206,6 +217,12 @@ fn daemon(pidfile: &str) -> ! {
         }
         if fork() != 0 {
             quick_exit(0);
+        }
+        if undumpable {
+            // SAFETY: prctl with plain integer arguments.
+            unsafe {
+                libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+            }
         }
         publish(pidfile, &[getpid()]);
         let _ = std::fs::File::from(w).write_all(b"x");
@@ -319,18 +336,20 @@ fn orphans(n: usize, ready: &str) -> ! {
 }
 
 fn record(out: &str, grand: Option<&String>) -> ! {
-    let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-    // SAFETY: sigfillset initialises the set; removing members of an initialised set is sound.
-    let set = unsafe {
-        libc::sigfillset(set.as_mut_ptr());
-        let mut set = set.assume_init();
-        // SIGALRM stays deliverable so the lifetime limit still ends this process.
-        libc::sigdelset(&mut set, libc::SIGALRM);
-        set
-    };
-    // SAFETY: `set` is initialised; single-threaded, so the process mask is the thread's.
+    // The kernel's own set, 1 to 64: glibc's sigset calls leave out 32 and 33. SIGALRM stays
+    // deliverable so the lifetime limit still ends this process.
+    let bit = |sig: i32| 1u64 << (sig - 1);
+    let set: u64 = !(bit(libc::SIGKILL) | bit(libc::SIGSTOP) | bit(libc::SIGALRM));
+    // SAFETY: rt_sigprocmask reads one 8-byte set; single-threaded, so the process mask is the
+    // thread's.
     unsafe {
-        libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            &set,
+            std::ptr::null_mut::<u64>(),
+            8,
+        );
     }
     let path = match grand {
         Some(g) if fork() == 0 => g.as_str(),
@@ -338,13 +357,21 @@ fn record(out: &str, grand: Option<&String>) -> ! {
     };
     append(path, &format!("ready {}\n", getpid()));
     loop {
-        // SAFETY: `set` is initialised and every signal in it is blocked.
-        let sig = unsafe { libc::sigwaitinfo(&set, std::ptr::null_mut()) };
+        // SAFETY: `set` is an 8-byte kernel set, every signal in it is blocked; no info, no timeout.
+        let sig = unsafe {
+            libc::syscall(
+                libc::SYS_rt_sigtimedwait,
+                &set,
+                std::ptr::null_mut::<libc::siginfo_t>(),
+                std::ptr::null::<libc::timespec>(),
+                8,
+            )
+        };
         if sig < 0 {
             continue;
         }
         append(path, &format!("{sig}\n"));
-        if sig == libc::SIGTERM {
+        if sig == libc::SIGTERM as libc::c_long {
             exit(0);
         }
     }
@@ -499,4 +526,75 @@ fn exec_with(args: &[String]) -> ! {
         args[i + 1],
         std::io::Error::last_os_error()
     ))
+}
+
+/// The main thread starts a thread that forks a child ignoring SIGTERM, then calls
+/// `pthread_exit`: /proc shows the process as a zombie (`Z`) while it runs on. Publishes its pid
+/// and the child's.
+fn pthread_exit_leader(ready: &str) -> ! {
+    let ready = ready.to_string();
+    let me = getpid();
+    std::thread::spawn(move || {
+        // SAFETY: the child only changes a disposition and waits; both are async-signal-safe.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            arm_lifetime();
+            ignore(libc::SIGTERM);
+            sleep_forever();
+        }
+        publish(&ready, &[me, child]);
+        sleep_forever();
+    });
+    // glibc's pthread_exit unwinds through Rust's frames (and aborts); the raw exit(2) ends this
+    // thread only, which is all the kernel sees of pthread_exit.
+    // SAFETY: the other thread touches nothing on this thread's stack.
+    unsafe {
+        libc::syscall(libc::SYS_exit, 0);
+    }
+    unreachable!("exit(2) returned")
+}
+
+/// Execs CMD with pidfd_open and pidfd_send_signal refused (ENOSYS) by a seccomp filter, as on
+/// a kernel before 5.3 or under a container profile that does not know them.
+fn no_pidfd(argv: &[String]) -> ! {
+    #[repr(C)]
+    struct SockFilter {
+        code: u16,
+        jt: u8,
+        jf: u8,
+        k: u32,
+    }
+    #[repr(C)]
+    struct SockFprog {
+        len: u16,
+        filter: *const SockFilter,
+    }
+    const LD_W_ABS: u16 = 0x20;
+    const JEQ_K: u16 = 0x15;
+    const RET_K: u16 = 0x06;
+    const RET_ALLOW: u32 = 0x7fff_0000;
+    const RET_ERRNO: u32 = 0x0005_0000;
+    let op = |code, jt, jf, k| SockFilter { code, jt, jf, k };
+    let filter = [
+        op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        op(JEQ_K, 2, 0, libc::SYS_pidfd_open as u32),
+        op(JEQ_K, 1, 0, libc::SYS_pidfd_send_signal as u32),
+        op(RET_K, 0, 0, RET_ALLOW),
+        op(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+    ];
+    let prog = SockFprog {
+        len: filter.len() as u16,
+        filter: filter.as_ptr(),
+    };
+    // SAFETY: `prog` points to a valid filter that outlives the call; the kernel copies it.
+    unsafe {
+        if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+            || libc::prctl(libc::PR_SET_SECCOMP, 2, &prog as *const SockFprog) != 0
+        {
+            die(&format!("seccomp: {}", std::io::Error::last_os_error()));
+        }
+    }
+    let mut args = vec!["--".to_string()];
+    args.extend_from_slice(argv);
+    exec_with(&args)
 }

@@ -29,3 +29,5 @@ mod config;
 mod sinks;
 // Huge inputs (issue 7): argv near ARG_MAX, 10,000 variables, odd COMMAND paths, control fuzzing.
 mod huge;
+// Issue 11, no lie, no silence, no hang: hidden and half-dead processes, every signal, no pidfds.
+mod truth;

@@ -13,7 +13,7 @@ use std::process::{Command, Stdio};
 /// A temporary directory that uid 65534 can enter, holding a setuid-root copy of the helper that
 /// is proven to work (not on a nosuid mount, setpriv present); None, with the reason printed,
 /// where that cannot be had.
-fn setuid_helper() -> Option<(tempfile::TempDir, PathBuf)> {
+pub(crate) fn setuid_helper() -> Option<(tempfile::TempDir, PathBuf)> {
     if !harness::is_root() {
         harness::skip("making a setuid-root helper needs root");
         return None;
