@@ -23,7 +23,7 @@ const CONTROL_PROTOCOL: &str = r#"
 # CONTROL PROTOCOL
 `--control PATH` makes a Unix stream socket at PATH, mode 0600, removed when vloer-run exits. A path held by a live instance is refused; a stale socket is replaced. Only peers with vloer-run's uid, or root, are served (SO_PEERCRED); anyone else gets an error reply, and vloer-run logs a line.
 
-Each connection carries one request: one line of JSON from the client, at most 64 KiB (8 MiB for an exec, which carries its whole argv and environment), then JSON reply lines from vloer-run, and the connection is closed. A client that has not sent a whole line within 5 seconds gets the error `timeout`. The socket is served by the same event loop as the run, so no client can hold up the child or another client. `vloer-run stop`, `status` and `exec` speak it; so can `socat`.
+Each connection carries one request: one line of JSON from the client, at most 64 KiB (8 MiB for an exec, which carries its whole argv and environment), then JSON reply lines from vloer-run, and the connection is closed. A client that has not sent a whole line within 5 seconds gets the error `timeout`. The socket is served by the same event loop as the run, so no client can hold up the child or another client. `vloer-run stop`, `status` and `exec` speak it; so can `socat` (with `-t` longer than the stop takes: it shuts down its sending side after the request, which vloer-run answers all the same, and by default waits only 0.5 s for the reply).
 : `{"op":"stop","grace_ms":N}`
 Starts a stop (reason `control`; `grace_ms` is optional and replaces `--grace`), waits for it, and replies with the verdict line.
 : `{"op":"status"}`
@@ -35,7 +35,7 @@ Also `cwd`, `env` (a list of [name, value] pairs) and `timeout_ms`, all optional
 
 A stop by hand:
 ```
-printf '{"op":"stop"}\n' | socat - UNIX-CONNECT:/run/app.sock
+printf '{"op":"stop"}\n' | socat -t 30 - UNIX-CONNECT:/run/app.sock
 ```
 "#;
 
@@ -143,11 +143,14 @@ const LIMITS: &str = r#"
 - `--scope group` covers the child's process group only, within vloer-run's tree: a process that leaves it (setsid(), setpgid()) is neither signalled nor checked, nor is a process from outside the run that joins it, and "stopped":true says nothing about them.
 - Processes that are not descendants of vloer-run are not in the scope: those started with `docker exec` or `kubectl exec`, for example. Start them with `vloer-run exec` to make them part of the run.
 - Some processes cannot be stopped, and are then reported as survivors with "stopped":false and exit 125: a process in uninterruptible sleep (state D, e.g. blocked on a dead NFS server) that outlasts `--kill-timeout`, and a process of another user that vloer-run has no permission to signal (SIGKILL fails with EPERM; a setuid program, or vloer-run running unprivileged).
-- Where the kernel has no pidfds (before Linux 5.3), a process is signalled with kill(2) after the same start-time check, which narrows the pid-recycling window but does not close it, and the stop rescans /proc every 20 ms instead of waiting for exit events.
+- Where the kernel has no pidfds (before Linux 5.3, or under a seccomp profile that refuses pidfd_open), a process is signalled with kill(2) after the same start-time check, which narrows the pid-recycling window but does not close it, and the stop rescans /proc every 20 ms instead of waiting for exit events; each process still gets each signal once per stop.
+- Under `--scope tree` the proof is the kernel's: once every zombie is reaped, waitid(2) answering "no child" means no descendant exists. /proc only names survivors; when the kernel still shows a child that /proc does not list (a hidepid mount, for example), the verdict is "stopped":false with an error. Under `--scope group` and for an exec's stop, the proof is a walk of /proc, whose children lists proc(5) calls possibly incomplete while siblings exit.
+- A process is alive while any of its threads is: one whose main thread called pthread_exit shows state Z in /proc and is still signalled and waited for.
+- An exec's descendants that lost their parent are known by `VLOER_EXEC_ID` in their environment. Where that cannot be read (another user's process, an undumpable one, a read blocked on the process's memory lock for 200 ms), the exec's stop neither signals it nor calls the exec stopped (the client exits 125); the run's own stop still covers it.
 - As PID 1 of a pid namespace, vloer-run's own exit makes the kernel SIGKILL every process left in the namespace; the verdict is written before that.
 - SIGKILL to vloer-run (`kill -9`, the OOM killer, `docker kill` where vloer-run is not PID 1) cannot be caught: no stop runs and no verdict is written, and the caller sees status 137. The kernel sends the main child and every exec their parent-death signal (`--child-pdeathsig`, default SIGKILL, 0 for none), so they do not silently outlive vloer-run; their descendants are orphaned to the next subreaper or init and live on unless they end with their parent. The kernel drops the parent-death signal when the child executes a set-user-ID, set-group-ID or file-capability program.
 - A process held in a ptrace stop by a tracer outside the run that never resumes it cannot end, even after SIGKILL: it is reported as a survivor (state t).
-- When stderr is closed at start and the verdict goes there (the default), or stdout with `--verdict -`, the verdict cannot be delivered: the tree is still stopped and confirmed, `vloer-run stop` clients still get the verdict, and the exit status is 125. Use `--verdict FILE` in such places.
+- When stderr is closed at start and the verdict goes there (the default), or stdout with `--verdict -`, the verdict cannot be delivered: the tree is still stopped and confirmed, `vloer-run stop` clients still get the verdict (and exit 125), and the exit status is 125. Use `--verdict FILE` in such places.
 "#;
 
 const SEE_ALSO: &str = r#"
