@@ -65,7 +65,12 @@ pub fn is_root() -> bool {
 }
 
 /// Prints why a test is skipped; returns true so callers can `if skip(...) { return; }`.
+/// Under `VLOER_TESTS_NO_SKIP=1` (what `.ci/run` sets where it runs as root, where every test
+/// can run) a skip is a failure, so that a missing tool or mount cannot hide a regression.
 pub fn skip(reason: &str) -> bool {
+    if std::env::var_os("VLOER_TESTS_NO_SKIP").is_some_and(|v| v == "1") {
+        panic!("a test would be skipped where every test must run: {reason}");
+    }
     eprintln!("SKIPPED: {reason}");
     true
 }

@@ -211,7 +211,13 @@ impl Freezer {
             return None;
         }
         let dir = root.join(format!("{name}-{}", std::process::id()));
-        std::fs::create_dir(&dir).ok()?;
+        if let Err(e) = std::fs::create_dir(&dir) {
+            harness::skip(&format!(
+                "cannot make a freezer group {}: {e}",
+                dir.display()
+            ));
+            return None;
+        }
         Some(Freezer(dir))
     }
 
