@@ -62,11 +62,10 @@ fn start_reader() -> io::Result<mpsc::Sender<Job>> {
         .stack_size(64 * 1024)
         .spawn(move || {
             for (path, reply) in rx {
-                let started = std::time::Instant::now();
                 let result = crate::proctable::read_proc_file(&path);
-                if reply.send(result).is_err() && started.elapsed() >= LIMIT {
-                    // Our caller gave up on us and counted us stuck; we are free again, but
-                    // a new reader has taken our place: end.
+                // Only a caller that gave up waiting drops its end, and it counted us stuck: we
+                // are free again, but a new reader has taken our place, so end.
+                if reply.send(result).is_err() {
                     STUCK.fetch_sub(1, Ordering::Relaxed);
                     return;
                 }

@@ -160,17 +160,20 @@ pub fn signalfd_for_all() -> io::Result<OwnedFd> {
     unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
-    let bit = |sig: libc::c_int| 1u64 << (sig - 1);
-    let mask: u64 = !(bit(libc::SIGKILL) | bit(libc::SIGSTOP));
-    block_into_signalfd_raw(mask)
+    block_into_signalfd(!(kernel_bit(Sig::KILL) | kernel_bit(Sig::STOP)))
 }
 
 /// The kernel's own signal set: one bit per signal, 1 to 64.
 type KernelSigset = u64;
 
+/// `sig`'s bit in a `KernelSigset`.
+fn kernel_bit(sig: Sig) -> KernelSigset {
+    1 << (sig.raw() - 1)
+}
+
 /// Blocks the signals of `mask` (the kernel's layout) and returns a non-blocking signalfd over
 /// them, through the raw syscalls, which take every signal number glibc's wrappers refuse.
-fn block_into_signalfd_raw(mask: KernelSigset) -> io::Result<OwnedFd> {
+fn block_into_signalfd(mask: KernelSigset) -> io::Result<OwnedFd> {
     let size = std::mem::size_of::<KernelSigset>();
     // SAFETY: rt_sigprocmask reads one 8-byte set (the size passed) from valid memory and writes
     // nothing (null old set); vloer-run has a single thread at this point.
@@ -703,7 +706,7 @@ pub fn borrow_std_fd(fd: RawFd) -> BorrowedFd<'static> {
 
 /// Blocks `sigs` and returns a signalfd that reports them (the exec client's interrupt path).
 pub fn signalfd_for(sigs: &[Sig]) -> io::Result<OwnedFd> {
-    block_into_signalfd_raw(sigs.iter().fold(0, |m, s| m | 1 << (s.raw() - 1)))
+    block_into_signalfd(sigs.iter().fold(0, |m, s| m | kernel_bit(*s)))
 }
 
 // ---------------------------------------------------------------------------------------------
