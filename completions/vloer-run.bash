@@ -32,7 +32,7 @@ _vloer__run() {
 
     case "${cmd}" in
         vloer__run)
-            opts="-v -q -h -V --session --forward-to --rewrite --when-child-exits --stop-signal --grace --kill-timeout --stop-on --timeout --scope --parent-death --child-pdeathsig --verdict --preserve-status --success-exit --control --verbose --quiet --help --version stop status exec"
+            opts="-v -q -h -V --session --forward-to --rewrite --when-child-exits --stop-signal --stop-order --grace --kill-timeout --stop-on --timeout --scope --parent-death --child-pdeathsig --verdict --preserve-status --success-exit --control --verbose --quiet --help --version stop status exec"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -52,6 +52,10 @@ _vloer__run() {
                     ;;
                 --stop-signal)
                     COMPREPLY=($(compgen -W "HUP INT QUIT ILL TRAP ABRT BUS FPE KILL USR1 SEGV USR2 PIPE ALRM TERM STKFLT CHLD CONT STOP TSTP TTIN TTOU URG XCPU XFSZ VTALRM PROF WINCH IO PWR SYS RTMIN RTMAX" -- "${cur}"))
+                    return 0
+                    ;;
+                --stop-order)
+                    COMPREPLY=($(compgen -W "child all" -- "${cur}"))
                     return 0
                     ;;
                 --grace)
@@ -118,7 +122,7 @@ _vloer__run() {
             return 0
             ;;
         vloer__subcmd__run__subcmd__exec)
-            opts="-h --control --timeout --help"
+            opts="-T -h --control --timeout --no-tty --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_vloer_run_global_optspecs
-    string join \n session forward-to= rewrite= when-child-exits= stop-signal= grace= kill-timeout= stop-on= timeout= scope= parent-death child-pdeathsig= verdict= preserve-status success-exit= control= v/verbose q/quiet h/help V/version
+    string join \n session forward-to= rewrite= when-child-exits= stop-signal= stop-order= grace= kill-timeout= stop-on= timeout= scope= parent-death child-pdeathsig= verdict= preserve-status success-exit= control= v/verbose q/quiet h/help V/version
 end
 
 function __fish_vloer_run_needs_command
@@ -29,7 +29,7 @@ child\t'The main child alone'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l rewrite -d 'Forward TO instead of FROM, e.g. TERM:QUIT; TO = 0 drops FROM (repeatable, or comma-separated: TERM:QUIT,WINCH:0)' -r
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l when-child-exits -d 'What the child\'s exit does to the rest of the tree' -r -f -a "stop\t'Stop the rest of the tree at once'
 wait\t'Wait for every descendant to exit on its own (still bounded by --timeout)'"
-complete -c vloer-run -n "__fish_vloer_run_needs_command" -l stop-signal -d 'The signal a stop sends first to every process in the scope; SIGKILL follows after --grace' -r -f -a "HUP\t'signal 1'
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -l stop-signal -d 'The signal a stop sends to every process in the scope (see --stop-order); SIGKILL follows after --grace' -r -f -a "HUP\t'signal 1'
 INT\t'signal 2'
 QUIT\t'signal 3'
 ILL\t'signal 4'
@@ -62,6 +62,8 @@ PWR\t'signal 30'
 SYS\t'signal 31'
 RTMIN\t'signal 34'
 RTMAX\t'signal 64'"
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -l stop-order -d 'Who gets --stop-signal first: the child\'s group, then the rest once the child has exited (child), or the whole scope at once (all)' -r -f -a "child\t'The child\'s process group first; the rest of the scope once the child has exited'
+all\t'Every process in the scope at once'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l grace -d 'How long a stop waits after --stop-signal before SIGKILL; it moves on the moment the scope is empty. Keep it below docker stop\'s -t and terminationGracePeriodSeconds so the verdict is written' -r -f
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l kill-timeout -d 'How long SIGKILL rounds (each after a fresh scan) go on before the stop gives up and reports the survivors ("stopped":false, exit 125)' -r -f
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l stop-on -d 'Signals that, received by vloer-run, start a stop after being forwarded (repeatable, or comma-separated; giving any replaces the default TERM). Other signals are only forwarded' -r -f -a "HUP\t'signal 1'
@@ -154,4 +156,5 @@ complete -c vloer-run -n "__fish_vloer_run_using_subcommand status" -l control -
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand status" -s h -l help -d 'Print help'
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -l control -d 'The instance\'s control socket' -r -F
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -l timeout -d 'Stop the command after this long; exit 124' -r
+complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -s T -l no-tty -d 'Do not give the command a terminal of its own, even when stdin and stdout are one'
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -s h -l help -d 'Print help'

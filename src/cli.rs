@@ -68,6 +68,15 @@ pub enum ScopeArg {
     Group,
 }
 
+/// Who hears the stop signal first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum StopOrder {
+    /// The child's process group first; the rest of the scope once the child has exited.
+    Child,
+    /// Every process in the scope at once.
+    All,
+}
+
 /// Where forwarded signals go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum ForwardTo {
@@ -98,9 +107,15 @@ pub struct RunArgs {
     #[arg(long, env = "VLOER_WHEN_CHILD_EXITS", value_enum, default_value_t = WhenChildExits::Stop, value_name = "WHAT")]
     pub when_child_exits: WhenChildExits,
 
-    /// The signal a stop sends first to every process in the scope; SIGKILL follows after --grace.
+    /// The signal a stop sends to every process in the scope (see --stop-order); SIGKILL follows
+    /// after --grace.
     #[arg(long, env = "VLOER_STOP_SIGNAL", value_name = "SIG", default_value = "TERM", value_parser = SignalParser { allow_zero: false }, hide_possible_values = true)]
     pub stop_signal: Sig,
+
+    /// Who gets --stop-signal first: the child's group, then the rest once the child has exited
+    /// (child), or the whole scope at once (all).
+    #[arg(long, env = "VLOER_STOP_ORDER", value_enum, default_value_t = StopOrder::Child, value_name = "ORDER")]
+    pub stop_order: StopOrder,
 
     /// How long a stop waits after --stop-signal before SIGKILL; it moves on the moment the scope is
     /// empty. Keep it below docker stop's -t and terminationGracePeriodSeconds so the verdict is written.
@@ -189,6 +204,9 @@ pub enum Client {
         /// Stop the command after this long; exit 124.
         #[arg(long, value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true)]
         timeout: Option<Duration>,
+        /// Do not give the command a terminal of its own, even when stdin and stdout are one.
+        #[arg(short = 'T', long)]
+        no_tty: bool,
         /// The command to run, and its arguments.
         #[arg(value_name = "COMMAND", trailing_var_arg = true, value_hint = clap::ValueHint::CommandWithArguments, required = true, num_args = 1..)]
         command: Vec<OsString>,

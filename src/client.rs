@@ -2,6 +2,8 @@
 
 use crate::cli::Client;
 use crate::control::{ExitReport, WireRequest, WireStr};
+use crate::event_loop::Interest;
+use crate::exec_tty::ExecTty;
 use crate::msg;
 use crate::signal::Sig;
 use crate::sys;
@@ -21,8 +23,9 @@ pub fn main(client: Client) -> u8 {
         Client::Exec {
             control,
             timeout,
+            no_tty,
             command,
-        } => exec(&control, timeout, command),
+        } => exec(&control, timeout, no_tty, command),
     };
     match result {
         Ok(code) => code,
@@ -126,11 +129,13 @@ fn ask(path: &Path, request: &WireRequest, what: &str) -> anyhow::Result<serde_j
 fn exec(
     path: &Path,
     timeout: Option<Duration>,
+    no_tty: bool,
     command: Vec<std::ffi::OsString>,
 ) -> anyhow::Result<u8> {
     // Interrupting the client stops the exec: these signals become a cancel request.
-    let signals = sys::signalfd_for(&[Sig::INT, Sig::TERM, Sig::HUP, Sig::QUIT])?;
+    let signals = sys::signalfd_for(&[Sig::INT, Sig::TERM, Sig::HUP, Sig::QUIT, Sig::WINCH])?;
     let stream = connect(path)?;
+    let mut tty = if no_tty { None } else { ExecTty::open()? };
     let cwd = std::env::current_dir().ok();
     let req = WireRequest::Exec {
         argv: command
@@ -144,17 +149,112 @@ fn exec(
                 .collect(),
         ),
         timeout_ms: timeout.map(|t| t.as_millis() as u64),
+        tty: tty.is_some(),
     };
-    let line = request_line(&req);
-    let fds: Vec<RawFd> = (0..3)
-        .filter(|fd| {
-            nix::fcntl::fcntl(sys::borrow_std_fd(*fd), nix::fcntl::FcntlArg::F_GETFD).is_ok()
-        })
-        .collect();
-    let cmsg = [ControlMessage::ScmRights(&fds)];
+    let fds: Vec<RawFd> = match tty.as_ref().and_then(|t| t.slave()) {
+        Some(slave) => vec![slave.as_raw_fd(); 3],
+        None => (0..3)
+            .filter(|fd| {
+                nix::fcntl::fcntl(sys::borrow_std_fd(*fd), nix::fcntl::FcntlArg::F_GETFD).is_ok()
+            })
+            .collect(),
+    };
+    send_with_fds(&stream, &request_line(&req), &fds);
+    if let Some(t) = &mut tty {
+        t.start()?;
+    }
+    stream.set_nonblocking(true)?;
+    let mut buf = Vec::new();
+    let mut cancelled = false;
+    loop {
+        let mut interests = vec![
+            Interest {
+                token: Token::Reply,
+                fd: stream.as_fd(),
+                events: PollFlags::POLLIN,
+            },
+            Interest {
+                token: Token::Signals,
+                fd: signals.as_fd(),
+                events: PollFlags::POLLIN,
+            },
+        ];
+        if let Some(t) = &tty {
+            if !t.stdin_done {
+                interests.push(Interest {
+                    token: Token::Keys,
+                    fd: sys::borrow_std_fd(0),
+                    events: PollFlags::POLLIN,
+                });
+            }
+            if !t.master_done {
+                interests.push(Interest {
+                    token: Token::Output,
+                    fd: t.master(),
+                    events: PollFlags::POLLIN,
+                });
+            }
+        }
+        let ready = crate::event_loop::wait(&interests, None)?;
+        for (token, _) in ready {
+            match (token, &mut tty) {
+                (Token::Keys, Some(t)) => t.relay_keys(),
+                (Token::Output, Some(t)) => t.relay_output(),
+                (Token::Keys | Token::Output, None) => {}
+                (Token::Signals, _) => {
+                    let got = sys::read_signals(signals.as_fd())?;
+                    if got.iter().any(|i| i.sig == Sig::WINCH) {
+                        if let Some(t) = &tty {
+                            t.resize();
+                        }
+                    }
+                    if got.iter().any(|i| i.sig != Sig::WINCH) && !cancelled {
+                        cancelled = true;
+                        let _ =
+                            (&stream).write_all(request_line(&WireRequest::Cancel {}).as_bytes());
+                    }
+                }
+                (Token::Reply, _) => {
+                    let mut chunk = [0u8; 4096];
+                    let n = match (&stream).read(&mut chunk) {
+                        Ok(n) => n,
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                        Err(e) => return Err(e.into()),
+                    };
+                    if n == 0 {
+                        anyhow::bail!(
+                            "the instance closed the connection before the command ended"
+                        );
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    if let Some((status, by_signal)) = exec_reply(&mut buf)? {
+                        if let Some(mut t) = tty.take() {
+                            t.drain();
+                        }
+                        if let Some(sig) = by_signal {
+                            sys::end_by_signal(sig);
+                        }
+                        return Ok(status);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Token {
+    Reply,
+    Signals,
+    Keys,
+    Output,
+}
+
+/// Sends the request with `fds` attached. As in send_request: a refusal may arrive before the
+/// request is read, so write errors are not final; the reply decides.
+fn send_with_fds(stream: &UnixStream, line: &str, fds: &[RawFd]) {
+    let cmsg = [ControlMessage::ScmRights(fds)];
     let bytes = line.as_bytes();
-    // As in send_request: a refusal may arrive before the request is read, so write errors are
-    // not final; the reply decides.
     match socket::sendmsg::<()>(
         stream.as_raw_fd(),
         &[IoSlice::new(bytes)],
@@ -163,71 +263,41 @@ fn exec(
         None,
     ) {
         Ok(sent) if sent < bytes.len() => {
-            if let Err(e) = (&stream).write_all(&bytes[sent..]) {
+            if let Err(e) = (&*stream).write_all(&bytes[sent..]) {
                 msg::verbose(format_args!("sending the request: {e}"));
             }
         }
         Ok(_) => {}
         Err(e) => msg::verbose(format_args!("sending the request: {e}")),
     }
-    stream.set_nonblocking(true)?;
-    let mut buf = Vec::new();
-    let mut cancelled = false;
-    loop {
-        let ready = crate::event_loop::wait(
-            &[
-                crate::event_loop::Interest {
-                    token: 0u8,
-                    fd: stream.as_fd(),
-                    events: PollFlags::POLLIN,
-                },
-                crate::event_loop::Interest {
-                    token: 1u8,
-                    fd: signals.as_fd(),
-                    events: PollFlags::POLLIN,
-                },
-            ],
-            None,
-        )?;
-        for (token, _) in ready {
-            if token == 1 {
-                let got = sys::read_signals(signals.as_fd())?;
-                if !got.is_empty() && !cancelled {
-                    cancelled = true;
-                    let _ = (&stream).write_all(request_line(&WireRequest::Cancel {}).as_bytes());
-                }
-                continue;
+}
+
+/// The client's end once a whole line in `buf` ends the exec: a refusal (its status, or 125), or
+/// the exit report's status. A command killed by signal N ends the client by N too, as the bare
+/// command would have ended; `None` while no such line has come.
+fn exec_reply(buf: &mut Vec<u8>) -> anyhow::Result<Option<(u8, Option<Sig>)>> {
+    while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
+        let line: Vec<u8> = buf.drain(..=pos).collect();
+        let v: serde_json::Value = serde_json::from_slice(&line)
+            .map_err(|e| anyhow::anyhow!("malformed reply from the instance: {e}"))?;
+        if let Some(e) = reply_error(&v) {
+            msg::error(format_args!("{e}"));
+            let status = v.get("status").and_then(|s| s.as_u64());
+            return Ok(Some((status.map(|s| s as u8).unwrap_or(125), None)));
+        }
+        if let Some(exit) = v.get("exit") {
+            let report: ExitReport = serde_json::from_value(exit.clone())?;
+            if let Some(err) = &report.error {
+                msg::error(format_args!("the exec's stop was not confirmed: {err}"));
             }
-            let mut chunk = [0u8; 4096];
-            let n = match (&stream).read(&mut chunk) {
-                Ok(n) => n,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Err(e.into()),
-            };
-            if n == 0 {
-                anyhow::bail!("the instance closed the connection before the command ended");
-            }
-            buf.extend_from_slice(&chunk[..n]);
-            while let Some(pos) = buf.iter().position(|b| *b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=pos).collect();
-                let v: serde_json::Value = serde_json::from_slice(&line)
-                    .map_err(|e| anyhow::anyhow!("malformed reply from the instance: {e}"))?;
-                if let Some(e) = reply_error(&v) {
-                    msg::error(format_args!("{e}"));
-                    return Ok(v
-                        .get("status")
-                        .and_then(|s| s.as_u64())
-                        .map(|s| s as u8)
-                        .unwrap_or(125));
-                }
-                if let Some(exit) = v.get("exit") {
-                    let report: ExitReport = serde_json::from_value(exit.clone())?;
-                    if let Some(err) = &report.error {
-                        msg::error(format_args!("the exec's stop was not confirmed: {err}"));
-                    }
-                    return Ok(report.status.clamp(0, 255) as u8);
-                }
-            }
+            // Only when the status says so: not after a timeout (124) or an unconfirmed stop.
+            let by_signal = report
+                .signal
+                .as_deref()
+                .and_then(|name| Sig::parse(name, false).ok())
+                .filter(|s| report.status == 128 + s.raw());
+            return Ok(Some((report.status.clamp(0, 255) as u8, by_signal)));
         }
     }
+    Ok(None)
 }

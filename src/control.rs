@@ -98,6 +98,10 @@ pub enum WireRequest {
         env: Option<Vec<(WireStr, WireStr)>>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_ms: Option<u64>,
+        /// The passed stdin is a terminal the exec gets as its controlling terminal, in a
+        /// session of its own.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        tty: bool,
     },
     Cancel {},
 }
@@ -118,6 +122,7 @@ pub struct ExecRequest {
     pub env: Option<Vec<(OsString, OsString)>>,
     pub timeout: Option<Duration>,
     pub stdio: Vec<OwnedFd>,
+    pub tty: bool,
 }
 
 /// The final line of an exec.
@@ -485,6 +490,7 @@ impl Server {
                 cwd,
                 env,
                 timeout_ms,
+                tty,
             } => {
                 if argv.is_empty() {
                     return Err(("bad_request", "exec needs a non-empty argv".into()));
@@ -500,6 +506,7 @@ impl Server {
                     }),
                     timeout: timeout_ms.filter(|t| *t > 0).map(Duration::from_millis),
                     stdio,
+                    tty,
                 })
             }
         })

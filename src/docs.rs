@@ -29,7 +29,7 @@ Starts a stop (reason `control`; `grace_ms` is optional and replaces `--grace`),
 : `{"op":"status"}`
 Replies with one line: vloer-run's pid, the child, every live process in the scope (pid, ppid, pgid, state, command line) and the running execs.
 : `{"op":"exec","argv":[...],...}`
-Also `cwd`, `env` (a list of [name, value] pairs) and `timeout_ms`, all optional; sent with the client's stdin, stdout and stderr as three file descriptors (SCM_RIGHTS). The instance starts argv as its own child in a new process group and replies `{"exec":{"pid":N}}`; when the command ends, `{"exit":{...}}` with `status`, `exit_code`, `signal`, `reason` and `stopped`. While it runs, the client may send `{"op":"cancel"}` or close the connection: either stops the exec. The exec is also stopped when its `timeout_ms` passes (`status` 124), when the main child exits and when the run stops. Its stop is the same four steps over the exec's process, its process group and their descendants; every exec's environment carries `VLOER_EXEC_ID=PID:N`, so that a descendant which left the group and lost its parent (vloer-run then adopts it) is still known as the exec's. What exec stops send is counted in the run's verdict. After a stop that was not confirmed, execs are refused with code `stop_unconfirmed`.
+Also `cwd`, `env` (a list of [name, value] pairs), `timeout_ms` and `tty`, all optional; sent with the client's stdin, stdout and stderr as three file descriptors (SCM_RIGHTS). The instance starts argv as its own child in a new process group (with `"tty":true`, in a new session with the passed stdin, a terminal, as its controlling terminal: `vloer-run exec` sends a new pty there when its stdin and stdout are a terminal, unless `-T`) and replies `{"exec":{"pid":N}}`; when the command ends, `{"exit":{...}}` with `status`, `exit_code`, `signal`, `reason` and `stopped`. While it runs, the client may send `{"op":"cancel"}` or close the connection: either stops the exec. The exec is also stopped when its `timeout_ms` passes (`status` 124), when the main child exits and when the run stops. Its stop is the same four steps over the exec's process, its process group and their descendants; every exec's environment carries `VLOER_EXEC_ID=PID:N`, so that a descendant which left the group and lost its parent (vloer-run then adopts it) is still known as the exec's. What exec stops send is counted in the run's verdict. After a stop that was not confirmed, execs are refused with code `stop_unconfirmed`.
 : errors
 `{"error":"text","code":"..."}`, then the connection is closed. Codes: `bad_request`, `too_large`, `timeout`, `forbidden`, `unknown_op`, `stopping`, `stop_unconfirmed`, `spawn_failed`.
 
@@ -46,6 +46,8 @@ const RUNNING: &str = r#"
 # RUNNING A COMMAND
 COMMAND starts as vloer-run's child in a new process group (`--session`: a new session). When stdin is a terminal and vloer-run is in its foreground, the child's group gets the terminal, and vloer-run hands it back when the run ends.
 
+Ctrl-C ends a loop around vloer-run exactly when it would end around the bare command. At a prompt, vloer-run leads its own job and ends by the child's SIGINT (see EXIT STATUS), so the shell ends the loop. Inside a script's foreground job (vloer-run is in the terminal's foreground group but does not lead it), the child stays in that group instead, so the script's shell gets the Ctrl-C as well, as a non-interactive shell needs in order to end its loop; vloer-run then forwards only to the run's members of that group (never to the script), and not what the terminal sent the group itself. With `--scope group`, `--session` or a `--rewrite` of INT, QUIT, TSTP or WINCH the child always gets a group of its own.
+
 vloer-run reaps every zombie that reaches it: as PID 1 by nature, otherwise as a child subreaper (PR_SET_CHILD_SUBREAPER, always on). It sleeps in the kernel until something happens; an idle run wakes it zero times.
 
 Every signal it can catch (all but SIGCHLD, SIGKILL and SIGSTOP) is forwarded to the child's process group (`--forward-to child`: to the child alone), after `--rewrite`. SIGTSTP, SIGTTIN and SIGTTOU are forwarded and then, unless vloer-run is PID 1, vloer-run stops itself too, so Ctrl-Z and fg work in a shell. As PID 1 with a terminal (`docker run -t`) there is no shell to resume the job, so a child stopped by Ctrl-Z is continued at once.
@@ -58,7 +60,7 @@ By default the child's exit ends the run and stops the rest of the tree (`--when
 const STOP: &str = r#"
 # THE STOP
 A stop begins when the child exits (reason `child_exited`), when vloer-run receives a `--stop-on` signal (`signal`; the signal is forwarded first), when `--timeout` passes (`timeout`), when a control client asks (`control`), or with `--parent-death` when vloer-run's parent exits (`parent_died`). Every exit path runs it exactly once, over every live process in the scope:
-1. send `--stop-signal` (default SIGTERM) to each;
+1. send `--stop-signal` (default SIGTERM) to the main child's process group at once, and to every other process in the scope once the main child has exited (at once when it was already gone): an entrypoint's TERM trap or a supervisor stops its own services in order, and nothing it started outside its group hears from vloer-run before it has exited or the grace has run out. `--stop-order all` sends it to every process at once. A process that was just forwarded the signal that started the stop does not get it twice; when `--stop-signal` differs from that signal, it gets `--stop-signal` too;
 2. wait at most `--grace` (default 5s), returning the moment the scope is empty: the wait is driven by process-exit events, not a sleep;
 3. send SIGKILL to each one left; rescan and repeat, so that processes forked during the stop are caught, until the scope is empty or `--kill-timeout` (default 2s) has passed;
 4. confirm from /proc: no live process left in the scope (zombies and vloer-run itself do not count) gives "stopped":true. Otherwise "stopped":false, with every survivor listed. When /proc cannot be read, or a step could not be carried out, the answer is "stopped":false with `error` saying why: no proof, no true.
@@ -129,6 +131,8 @@ vloer-run itself failed (bad usage, a control socket it cannot make), or the sto
 COMMAND was found but could not be executed.
 : 127
 COMMAND was not found.
+
+When the child was killed by signal N and the stop was confirmed, vloer-run writes the verdict (exit_code 128+N) and then ends by signal N itself, with core dumps off, as GNU timeout does: a shell shows 128+N, Python sees -N, and a loop ends on Ctrl-C as around the bare command. As PID 1, where the kernel would ignore the signal, and after a `--timeout` stop, it exits 128+N; an unconfirmed stop is always 125. `vloer-run exec` ends the same way as its command.
 
 `--success-exit CODE` maps the child's CODE to 0 (a JVM exits 143 on SIGTERM). `vloer-run stop` exits 0 when the verdict says "stopped":true, 1 when false, 125 when it cannot ask. `vloer-run exec` exits with the command's status, 124 when its `--timeout` passes, 125 when it cannot ask.
 "#;

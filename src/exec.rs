@@ -57,7 +57,15 @@ impl Exec {
             env,
             timeout,
             stdio,
+            tty,
         } = req;
+        // With a terminal: a session of its own, the terminal its controlling one, as the main
+        // child's group has vloer-run's.
+        let setup = ChildSetup {
+            new_session: tty,
+            controlling_tty: tty,
+            ..setup
+        };
         let mut stdio = stdio.into_iter();
         let (stdin, stdout, stderr) = (stdio.next(), stdio.next(), stdio.next());
         let marker = crate::proctable::exec_marker(conn);
@@ -113,6 +121,7 @@ impl Exec {
         let plan = StopPlan {
             scope: self.scope(),
             first: None,
+            first_word: None,
             ..plan
         };
         let now = Instant::now();

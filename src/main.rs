@@ -11,6 +11,8 @@ mod docs;
 mod duration;
 mod event_loop;
 mod exec;
+mod exec_tty;
+mod exit;
 mod msg;
 mod proctable;
 mod signal;
@@ -76,6 +78,7 @@ fn run(args: cli::RunArgs) -> u8 {
         mut verdict,
         control,
         stop_waiters,
+        by_signal,
     } = sup.run();
     // Serialising costs a run around `true` about a tenth of its time; `off` needs no line.
     let written = if sink == verdict::Sink::Off {
@@ -101,6 +104,10 @@ fn run(args: cli::RunArgs) -> u8 {
         }
         // Give slow clients a moment to take their replies; the socket is removed on drop.
         control.drain(std::time::Duration::from_millis(500));
+    }
+    // Only while the status still says so: a verdict that could not be written made it 125.
+    if let Some(sig) = by_signal.filter(|s| verdict.exit_code == 128 + s.raw()) {
+        sys::end_by_signal(sig);
     }
     verdict.exit_code.clamp(0, 255) as u8
 }

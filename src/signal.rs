@@ -54,6 +54,7 @@ impl Sig {
     pub const STOP: Sig = Sig(libc::SIGSTOP);
     pub const TSTP: Sig = Sig(libc::SIGTSTP);
     pub const PIPE: Sig = Sig(libc::SIGPIPE);
+    pub const WINCH: Sig = Sig(libc::SIGWINCH);
 
     /// The highest signal number this system knows (SIGRTMAX).
     pub fn max() -> i32 {

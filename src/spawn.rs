@@ -34,7 +34,7 @@ pub fn spawn(
 ) -> Result<Pid, SpawnError> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
-    if !setup.new_session {
+    if !setup.new_session && !setup.keep_group {
         cmd.process_group(0);
     }
     configure(&mut cmd);

@@ -22,6 +22,16 @@ pub struct StopPlan {
     /// signal (the second, after `--rewrite`), then `stop_signal` only if it differs from the
     /// received one (the third), so none of them gets one signal twice.
     pub first: Option<(FirstTarget, Sig, Sig)>,
+    /// The main child, alive when the stop begins, gets the first word: in the grace phase only
+    /// its process group is signalled until `Stop::release` (it has exited). None: all at once.
+    pub first_word: Option<FirstWord>,
+}
+
+/// The main child and its process group, which hear from the stop before the rest of the scope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FirstWord {
+    pub child: Pid,
+    pub group: Pid,
 }
 
 /// Who already received the signal that started the stop.
@@ -93,6 +103,8 @@ pub struct Stop {
     started: Instant,
     /// The stop could not be carried out as designed; the verdict must not say true.
     failed: bool,
+    /// Set from the plan; cleared by `release`.
+    first_word: Option<FirstWord>,
 }
 
 impl Stop {
@@ -121,6 +133,7 @@ impl Stop {
             errors: Vec::new(),
             started: now,
             failed: false,
+            first_word: plan.first_word,
         }
     }
 
@@ -199,6 +212,21 @@ impl Stop {
         }
     }
 
+    /// The main child has exited: the rest of the scope now gets the stop signal too.
+    pub fn release(&mut self, now: Instant) {
+        if self.first_word.take().is_some() && self.phase == Phase::Grace {
+            self.round(now);
+        }
+    }
+
+    /// Whether `p` must wait for the main child's exit before the stop signals it.
+    fn held(&self, p: &Proc) -> bool {
+        self.phase == Phase::Grace
+            && self
+                .first_word
+                .is_some_and(|w| p.pgid != w.group && p.pid != w.child)
+    }
+
     /// Something happened (a child was reaped, time passed): move on if we can.
     pub fn progress(&mut self, now: Instant) {
         if self.phase == Phase::Done {
@@ -271,6 +299,7 @@ impl Stop {
             }
         };
         let known: HashSet<Pid> = members.iter().map(|p| p.pid).collect();
+        let mut held = false;
         if !sys::have_pidfd() {
             // No pidfd tells us of an exit: what this scan does not show alive, with the same
             // start time, is gone (or its pid now names another process).
@@ -284,6 +313,10 @@ impl Stop {
         }
         for p in members.iter().filter(|p| p.is_live()) {
             if self.tracked.contains_key(&p.pid) {
+                continue;
+            }
+            if self.held(p) {
+                held = true;
                 continue;
             }
             if let Some(doubt) = &p.doubt {
@@ -301,7 +334,7 @@ impl Stop {
             let result = self.open_and_signal(p, &known, sigs);
             self.record(p.pid, result);
         }
-        if self.tracked.is_empty() && self.phase != Phase::Done {
+        if self.tracked.is_empty() && self.phase != Phase::Done && !held {
             if !members.iter().any(Proc::is_live) {
                 // /proc's children lists may miss a process while its siblings exit; for the
                 // tree, the kernel's own answer decides (a zombie that waits to be reaped is not
@@ -342,7 +375,10 @@ impl Stop {
             return None;
         }
         proctable::walk_tree(&mut |p, fd, known| {
-            if self.tracked.contains_key(&p.pid) || !proctable::belongs(p, self.plan.scope, known) {
+            if self.tracked.contains_key(&p.pid)
+                || self.held(p)
+                || !proctable::belongs(p, self.plan.scope, known)
+            {
                 return;
             }
             let sigs = self.signals_for(p);

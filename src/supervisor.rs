@@ -1,15 +1,16 @@
 //! The run: start the child, reap, forward, and turn every way the run can end into one stop and
 //! one verdict.
 
-use crate::cli::{ForwardTo, RunArgs, ScopeArg, WhenChildExits};
+use crate::cli::{ForwardTo, RunArgs, ScopeArg, StopOrder, WhenChildExits};
 use crate::control::{self, ConnId, Request};
 use crate::event_loop::{self, Interest};
 use crate::exec::{Exec, ExecEnd};
+use crate::exit::{self, Exit};
 use crate::msg;
 use crate::proctable::Scope;
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
-use crate::stop::{FirstTarget, Outcome, Stop, StopPlan};
+use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan};
 use crate::sys::{self, ChildSetup, ChildState};
 use crate::verdict::{ChildReport, Reason, Verdict};
 use anyhow::Context;
@@ -75,6 +76,11 @@ pub struct Supervisor {
     /// whenever vloer-run's group has it (at start, on SIGCONT, when the child stops for want of
     /// it), and it is handed back on exit.
     tty: bool,
+    /// The child shares vloer-run's process group: vloer-run runs in a script's foreground job at
+    /// a terminal, where a group of its own would keep Ctrl-C from the script's shell (SPEC,
+    /// "Running a command", 1 and 5). Forwarding and the stop then reach only the run's members
+    /// of that group, never the caller.
+    shared_group: bool,
     started: Instant,
     reaped: u64,
     state: State,
@@ -98,6 +104,8 @@ pub struct Ended {
     pub verdict: Verdict,
     pub control: Option<control::Server>,
     pub stop_waiters: Vec<ConnId>,
+    /// End by this signal once the verdict is written, as the child ended (see `exit`).
+    pub by_signal: Option<Sig>,
 }
 
 impl Supervisor {
@@ -138,6 +146,7 @@ impl Supervisor {
                 spawn_error: None,
             },
             tty: false,
+            shared_group: false,
             started: Instant::now(),
             reaped: 0,
             state: State::Running,
@@ -186,7 +195,25 @@ impl Supervisor {
         // isatty (whose `std::io::stdin()` would set up an 8 KiB buffer vloer-run never reads).
         let ctty = !self.args.session && sys::tcgetpgrp(0).is_some();
         let foreground = ctty && sys::tcgetpgrp(0) == Some(self.me_pgid);
-        let setup = self.child_setup(foreground);
+        // A job of an interactive shell is led by its first process; a group that vloer-run
+        // does not lead is its caller's (a script run from the prompt). A non-interactive shell
+        // ends its loop on Ctrl-C only if it got the SIGINT too, so the child stays with it.
+        // `--scope group` needs a group that is the child's alone, and a `--rewrite` of a signal
+        // the terminal sends could not apply to what the terminal delivers itself.
+        let terminal_rewritten = self
+            .args
+            .rewrite
+            .iter()
+            .any(|r| [Sig::INT, Sig::QUIT, Sig::TSTP, Sig::WINCH].contains(&r.from));
+        self.shared_group = foreground
+            && self.me_pgid != sys::own_pid()
+            && self.args.scope == ScopeArg::Tree
+            && !terminal_rewritten;
+        let foreground = foreground && !self.shared_group;
+        let setup = ChildSetup {
+            keep_group: self.shared_group,
+            ..self.child_setup(foreground)
+        };
         self.started = Instant::now();
         match spawn::spawn_main(&self.args.command, setup) {
             Ok(pid) => {
@@ -200,7 +227,7 @@ impl Supervisor {
                 crate::proctable::warm_up();
                 // Started in the background (`vloer-run … &`), the child gets the terminal when a
                 // shell's `fg` brings vloer-run to the front.
-                self.tty = ctty;
+                self.tty = ctty && !self.shared_group;
                 if foreground {
                     // Both sides call tcsetpgrp so neither order of scheduling leaves a gap.
                     let _ = sys::tcsetpgrp(0, pid);
@@ -218,11 +245,21 @@ impl Supervisor {
     fn child_setup(&self, foreground: bool) -> ChildSetup {
         ChildSetup {
             new_session: self.args.session,
+            keep_group: false,
+            controlling_tty: false,
             foreground_tty: foreground.then_some(0),
             parent_death_signal: (!self.args.child_pdeathsig.is_none())
                 .then_some(self.args.child_pdeathsig),
             parent: sys::own_pid().as_raw(),
         }
+    }
+
+    /// The main child's process group.
+    fn child_group(&self) -> Pid {
+        if self.shared_group {
+            return self.me_pgid;
+        }
+        self.child.pid.unwrap_or(Pid::from_raw(0))
     }
 
     fn timeout_deadline(&self) -> Option<Instant> {
@@ -336,7 +373,7 @@ impl Supervisor {
                             "received {} from pid {}",
                             info.sig, info.sender
                         ));
-                        self.on_signal(info.sig);
+                        self.on_signal(info);
                     }
                 }
                 if chld {
@@ -539,7 +576,8 @@ impl Supervisor {
         })
     }
 
-    fn on_signal(&mut self, sig: Sig) {
+    fn on_signal(&mut self, info: sys::SigInfo) {
+        let sig = info.sig;
         // The caller started us with it ignored (nohup, a background job's SIGINT): it asked
         // for the signal to be ignored, so it is neither forwarded nor a reason to stop. Being
         // blocked for the signalfd, it still reaches us, where a SIG_IGN alone would drop it.
@@ -549,11 +587,20 @@ impl Supervisor {
             ));
             return;
         }
-        let out = self.translate(sig);
+        // The terminal sent it to the whole group the child shares with us: it has it already.
+        let delivered = self.shared_group && info.from_kernel;
+        let out = if delivered {
+            msg::verbose(format_args!(
+                "{sig} came from the terminal to the group the child shares; not forwarded again"
+            ));
+            Sig::NONE
+        } else {
+            self.translate(sig)
+        };
         let stopping = matches!(self.state, State::Stopping(_));
         if !stopping && self.args.stop_on.contains(&sig) {
             self.trigger = Some(sig);
-            let first = (!out.is_none()).then(|| (self.forward_target(), out, sig));
+            let first = (!out.is_none() || delivered).then(|| (self.forward_target(), out, sig));
             self.begin_stop(Reason::Signal, first);
             return;
         }
@@ -581,25 +628,30 @@ impl Supervisor {
     }
 
     fn forward_target(&self) -> FirstTarget {
-        let pid = self.child.pid.unwrap_or(Pid::from_raw(0));
         match self.args.forward_to {
-            ForwardTo::Group => FirstTarget::Group(pid),
-            ForwardTo::Child => FirstTarget::Process(pid),
+            ForwardTo::Group => FirstTarget::Group(self.child_group()),
+            ForwardTo::Child => FirstTarget::Process(self.child.pid.unwrap_or(Pid::from_raw(0))),
         }
     }
 
     fn deliver(&self, sig: Sig) {
         let Some(pid) = self.child.pid else { return };
         if sig.is_none() {
-            msg::verbose(format_args!("dropped (rewritten to 0)"));
+            msg::verbose(format_args!(
+                "not forwarded (rewritten to 0, or delivered already)"
+            ));
             return;
         }
         let result = match self.args.forward_to {
+            // The group is also the caller's: only the run's own members get it.
+            ForwardTo::Group if self.shared_group => {
+                return forward_to_group_in_tree(self.me_pgid, sig);
+            }
             // The unreaped child (a zombie too) holds its pid, so no other process can have made
             // a group with that number: killpg reaches the child's group and nothing else.
             ForwardTo::Group if self.child.alive() => sys::killpg(pid, sig),
             // Reaped, the number is free and may already name someone else's group.
-            ForwardTo::Group => return forward_to_orphaned_group(pid, sig),
+            ForwardTo::Group => return forward_to_group_in_tree(pid, sig),
             ForwardTo::Child if self.child.alive() => match &self.child.pidfd {
                 Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
                 None => sys::kill(pid, sig),
@@ -649,6 +701,9 @@ impl Supervisor {
                     msg::verbose(format_args!("child {pid} ended: {state:?}"));
                     self.child.status = Some(state);
                     self.child.pidfd = None;
+                    if let State::Stopping(s) = &mut self.state {
+                        s.release(Instant::now());
+                    }
                     // A reason means a stop already ran: `conclude` puts the state back to Running
                     // and reaps once more, and a child whose exit is only collected then (its
                     // pidfd told the stop before SIGCHLD was read) must not start a second stop
@@ -716,6 +771,13 @@ impl Supervisor {
             grace: self.grace_override.unwrap_or(self.args.grace),
             kill_timeout: self.args.kill_timeout,
             first,
+            first_word: match (self.args.stop_order, self.child.pid) {
+                (StopOrder::Child, Some(child)) if self.child.alive() => Some(FirstWord {
+                    child,
+                    group: self.child_group(),
+                }),
+                _ => None,
+            },
         }
     }
 
@@ -794,7 +856,7 @@ impl Supervisor {
         }
         let stopped = survivors.is_empty() && error.is_none();
         let reason = self.reason.unwrap_or(Reason::ChildExited);
-        let exit_code = self.exit_code(stopped, reason);
+        let exit = self.exit(stopped, reason);
         let verdict = Verdict {
             stopped,
             survivors,
@@ -804,7 +866,7 @@ impl Supervisor {
                 .then(|| self.trigger.map(Sig::name))
                 .flatten(),
             child: self.child.report(),
-            exit_code,
+            exit_code: exit.code,
             scope: match self.args.scope {
                 ScopeArg::Tree => "tree",
                 ScopeArg::Group => "group",
@@ -819,6 +881,7 @@ impl Supervisor {
             verdict,
             control: self.control.take(),
             stop_waiters: std::mem::take(&mut self.stop_waiters),
+            by_signal: exit.by_signal,
         }
     }
 
@@ -843,21 +906,16 @@ impl Supervisor {
         false
     }
 
-    fn exit_code(&self, stopped: bool, reason: Reason) -> i32 {
-        if !stopped {
-            return 125;
-        }
-        if reason == Reason::Timeout && !self.args.preserve_status {
-            return 124;
-        }
-        match (self.child.status, self.child.spawn_error) {
-            (Some(ChildState::Exited(c)), _) if self.args.success_exit.contains(&(c as u8)) => 0,
-            (Some(ChildState::Exited(c)), _) => c,
-            (Some(ChildState::Signaled(s)), _) => 128 + s.raw(),
-            (_, Some(code)) => code,
-            // Confirmed, yet the child's status was never collected: that is not a proof.
-            _ => 125,
-        }
+    fn exit(&self, stopped: bool, reason: Reason) -> Exit {
+        Exit::of(exit::Facts {
+            stopped,
+            reason,
+            child: self.child.status,
+            spawn_error: self.child.spawn_error,
+            preserve_status: self.args.preserve_status,
+            success_exit: &self.args.success_exit,
+            pid1: self.pid1,
+        })
     }
 
     /// Makes the child's group the terminal's foreground group if ours is; true when it now is.
@@ -904,10 +962,11 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     }
 }
 
-/// Forwards `sig` to what is left of the reaped child's group inside the tree, one process at a
-/// time through a pidfd, after re-reading it: neither a recycled pid nor a recycled group id is
-/// ever hit.
-fn forward_to_orphaned_group(pgid: Pid, sig: Sig) {
+/// Forwards `sig` to the members of group `pgid` inside the tree (what is left of the reaped
+/// child's group, or the run's part of a group it shares with its caller), one process at a time
+/// through a pidfd, after re-reading it: neither a recycled pid nor a recycled group id is ever
+/// hit, nor a process outside the run.
+fn forward_to_group_in_tree(pgid: Pid, sig: Sig) {
     let procs = match crate::proctable::scan(Scope::Tree, &Default::default()) {
         Ok(procs) => procs,
         Err(e) => {
@@ -945,7 +1004,7 @@ fn forward_to_orphaned_group(pgid: Pid, sig: Sig) {
         }
     }
     msg::verbose(format_args!(
-        "forwarded {sig} to {sent} process(es) left in the child's group {pgid}"
+        "forwarded {sig} to {sent} process(es) of the run in group {pgid}"
     ));
 }
 

@@ -212,6 +212,9 @@ fn block_into_signalfd(mask: KernelSigset) -> io::Result<OwnedFd> {
 pub struct SigInfo {
     pub sig: Sig,
     pub sender: Pid,
+    /// Sent by the kernel itself (SI_KERNEL): a terminal's Ctrl-C, Ctrl-\\, Ctrl-Z, window
+    /// change or hangup, which the kernel sends to the terminal's whole foreground group.
+    pub from_kernel: bool,
 }
 
 impl SigInfo {
@@ -248,6 +251,7 @@ pub fn read_signals(fd: BorrowedFd<'_>) -> io::Result<Vec<SigInfo>> {
                 out.push(SigInfo {
                     sig,
                     sender: Pid::from_raw(info.ssi_pid as i32),
+                    from_kernel: info.ssi_code == libc::SI_KERNEL,
                 });
             }
         }
@@ -266,6 +270,10 @@ pub fn read_signals(fd: BorrowedFd<'_>) -> io::Result<Vec<SigInfo>> {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ChildSetup {
     pub new_session: bool,
+    /// Stay in vloer-run's own process group (a script's foreground job at a terminal).
+    pub keep_group: bool,
+    /// After `new_session`, make stdin (a terminal) the controlling terminal (an exec with a tty).
+    pub controlling_tty: bool,
     pub foreground_tty: Option<RawFd>,
     pub parent_death_signal: Option<Sig>,
     pub parent: i32,
@@ -283,11 +291,14 @@ pub fn install_child_setup(cmd: &mut std::process::Command, setup: ChildSetup) {
 
 /// Runs in the forked child before exec: only async-signal-safe calls, no allocation.
 fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
-    // SAFETY: every call below is async-signal-safe (setsid, sigprocmask, tcsetpgrp, signal,
+    // SAFETY: every call below is async-signal-safe (setsid, ioctl, sigprocmask, tcsetpgrp, signal,
     // close, getrlimit, setrlimit, prctl, getppid, getpid) and uses only stack data and the
     // copied `setup`.
     unsafe {
         if setup.new_session && libc::setsid() < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if setup.controlling_tty && libc::ioctl(0, libc::TIOCSCTTY, 0) < 0 {
             return Err(io::Error::last_os_error());
         }
         if let Some(tty) = setup.foreground_tty {
@@ -359,7 +370,7 @@ pub fn spawn_vfork(argv: &[*const libc::c_char], setup: ChildSetup) -> io::Resul
                 shared.errno = if err == 0 { libc::EINVAL } else { err };
                 libc::_exit(127)
             };
-            if !shared.setup.new_session && libc::setpgid(0, 0) != 0 {
+            if !shared.setup.new_session && !shared.setup.keep_group && libc::setpgid(0, 0) != 0 {
                 fail(shared, *libc::__errno_location());
             }
             let empty = empty_set();
@@ -634,12 +645,66 @@ fn parent_in_other_group_of_session() -> bool {
     }
 }
 
+/// Ends vloer-run by `sig`, as the child ended, so its caller sees what the bare command would
+/// have given (GNU timeout does the same): default action, no core file. Returns only if `sig`
+/// did not end the process (it cannot: the child died of it, so its default action is fatal).
+pub fn end_by_signal(sig: Sig) {
+    let no_core = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // The kernel's struct sigaction, zeroed: SIG_DFL, no flags, no restorer, an empty mask. It
+    // is 24 or 32 bytes depending on the architecture; four words cover both.
+    let default_action = [0u64; 4];
+    let bit = kernel_bit(sig);
+    // SAFETY: setrlimit reads one valid rlimit. rt_sigaction reads the zeroed action from valid
+    // memory of at least the kernel's size and writes nothing (null old action); the raw call
+    // also takes 32 and 33, whose glibc handlers must not run here. kill only queues `sig`,
+    // which is blocked (the signalfd set); unblocking it delivers it with its default action.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig.raw(),
+            default_action.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+            std::mem::size_of::<KernelSigset>(),
+        );
+        libc::kill(libc::getpid(), sig.raw());
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_UNBLOCK,
+            &bit as *const KernelSigset,
+            std::ptr::null_mut::<KernelSigset>(),
+            std::mem::size_of::<KernelSigset>(),
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Process-wide settings.
 
 /// Makes vloer-run the reaper of every orphaned descendant.
 pub fn set_child_subreaper() -> io::Result<()> {
     nix::sys::prctl::set_child_subreaper(true).map_err(io::Error::from)
+}
+
+/// The window size of the terminal at `fd`, or None when it is not a terminal.
+pub fn window_size(fd: BorrowedFd<'_>) -> Option<libc::winsize> {
+    let mut ws = MaybeUninit::<libc::winsize>::zeroed();
+    // SAFETY: TIOCGWINSZ writes one `struct winsize` into valid, writable memory, or fails.
+    let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCGWINSZ, ws.as_mut_ptr()) };
+    // SAFETY: written by the kernel on success; zeroed is a valid winsize anyway.
+    (rc == 0).then(|| unsafe { ws.assume_init() })
+}
+
+/// Sets the window size of the terminal at `fd`; the kernel tells its foreground group (SIGWINCH).
+pub fn set_window_size(fd: BorrowedFd<'_>, ws: &libc::winsize) -> io::Result<()> {
+    // SAFETY: TIOCSWINSZ reads one `struct winsize` from a valid reference.
+    if unsafe { libc::ioctl(fd.as_raw_fd(), libc::TIOCSWINSZ, ws as *const libc::winsize) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The terminal's foreground process group, or None when `fd` is not a terminal.

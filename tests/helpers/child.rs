@@ -25,6 +25,7 @@
 //!   record OUT [GRANDOUT]        blocks every signal (1 to 64) and appends each one it receives (its number)
 //!                                to OUT after a first line `ready PID`; exits 0 after SIGTERM; with
 //!                                GRANDOUT a forked grandchild in the same group does the same
+//!   record-until SIG OUT         `record OUT`, but exits 0 after SIG instead of SIGTERM
 //!   exec [--block SIG]... [--ignore SIG]... -- CMD ARG...
 //!                                execs CMD with those signals blocked and ignored
 //!   check                        exits 0 (with --root: proves setresuid(0,0,0) worked)
@@ -97,8 +98,9 @@ fn main() {
         ("many", [n, ready]) => many(parse_count(n), ready, false),
         ("many", [n, ready, then]) if then == "--then-exit" => many(parse_count(n), ready, true),
         ("orphans", [n, ready]) => orphans(parse_count(n), ready),
-        ("record", [out]) => record(out, None),
-        ("record", [out, grand]) => record(out, Some(grand)),
+        ("record", [out]) => record(out, None, libc::SIGTERM),
+        ("record", [out, grand]) => record(out, Some(grand), libc::SIGTERM),
+        ("record-until", [sig, out]) => record(out, None, parse_sig(sig)),
         ("exec", _) => exec_with(rest),
         ("check", []) => exit(0),
         ("storm", [ready]) => storm(ready),
@@ -335,7 +337,9 @@ fn orphans(n: usize, ready: &str) -> ! {
     sleep_forever()
 }
 
-fn record(out: &str, grand: Option<&String>) -> ! {
+/// Appends `ready PID`, then each signal number received, to `out` (or, with `grand`, does so
+/// in a forked child that writes to `grand`); exits 0 after `exit_on`.
+fn record(out: &str, grand: Option<&String>, exit_on: i32) -> ! {
     // The kernel's own set, 1 to 64: glibc's sigset calls leave out 32 and 33. SIGALRM stays
     // deliverable so the lifetime limit still ends this process.
     let bit = |sig: i32| 1u64 << (sig - 1);
@@ -371,7 +375,7 @@ fn record(out: &str, grand: Option<&String>) -> ! {
             continue;
         }
         append(path, &format!("{sig}\n"));
-        if sig == libc::SIGTERM as libc::c_long {
+        if sig == exit_on as libc::c_long {
             exit(0);
         }
     }

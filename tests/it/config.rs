@@ -30,6 +30,7 @@ fn variables_set_options() {
         .env("VLOER_TIMEOUT", "200ms")
         .env("VLOER_PRESERVE_STATUS", "1")
         .finish();
+    // After a timeout the child's 128+N is a plain status, never vloer-run's own death.
     assert_eq!(f.code(), Some(143), "{f}");
 
     let f = Run::new(["--", "true"])

@@ -110,6 +110,11 @@ impl Finished {
         self.status.code()
     }
 
+    /// The signal the process ended by (vloer-run ends by the child's, as the bare command would).
+    pub fn signal(&self) -> Option<i32> {
+        std::os::unix::process::ExitStatusExt::signal(&self.status)
+    }
+
     /// The verdict line from stderr (the default sink).
     pub fn verdict(&self) -> serde_json::Value {
         parse_verdict(&self.stderr).unwrap_or_else(|| panic!("no verdict on stderr:\n{self}"))

@@ -31,3 +31,6 @@ mod sinks;
 mod huge;
 // Issue 11, no lie, no silence, no hang: hidden and half-dead processes, every signal, no pidfds.
 mod truth;
+// Issue 12, transparent to its caller: the child first in a stop, ending by the child's signal,
+// Ctrl-C in loops, an exec with a terminal.
+mod transparent;

@@ -27,7 +27,7 @@ const READ_UNTIL_END: &str =
     r#"i=0; until read -r line && [ "$line" = end ]; do i=$((i+1)); [ $i -gt 20 ] && exit 9; done"#;
 
 /// The master side of a pty, with everything read from it so far.
-struct Pty {
+pub(crate) struct Pty {
     master: PtyMaster,
     slave: Option<OwnedFd>,
     out: Vec<u8>,
@@ -39,7 +39,7 @@ struct Pty {
 impl Pty {
     /// A new pty of 24 rows and 80 columns; both ends are close-on-exec from the start, so no
     /// process started by a parallel test inherits them.
-    fn open() -> Pty {
+    pub(crate) fn open() -> Pty {
         let master =
             posix_openpt(OFlag::O_RDWR | OFlag::O_NOCTTY | OFlag::O_CLOEXEC).expect("posix_openpt");
         grantpt(&master).expect("grantpt");
@@ -64,7 +64,7 @@ impl Pty {
 
     /// Starts `argv` as a session leader with this pty as its controlling terminal and stdio, in a
     /// clean environment: `VR` is the binary under test, plus `env`.
-    fn spawn(&mut self, argv: &[&str], env: &[(&str, &str)]) -> Running {
+    pub(crate) fn spawn(&mut self, argv: &[&str], env: &[(&str, &str)]) -> Running {
         let slave = self.slave.take().expect("one session per pty");
         let mut cmd = Command::new(argv[0]);
         cmd.args(&argv[1..])
@@ -96,11 +96,11 @@ impl Pty {
         Running::of(child)
     }
 
-    fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.out).into_owned()
     }
 
-    fn fail(&self, what: &str) -> ! {
+    pub(crate) fn fail(&self, what: &str) -> ! {
         panic!(
             "{what}\n--- terminal transcript\n{}\n---",
             self.text().replace('\r', "")
@@ -108,7 +108,7 @@ impl Pty {
     }
 
     /// Reads what is there, waiting at most until `until`; false when nothing came.
-    fn read_some(&mut self, until: Instant) -> bool {
+    pub(crate) fn read_some(&mut self, until: Instant) -> bool {
         if self.eof {
             return false;
         }
@@ -139,7 +139,7 @@ impl Pty {
     }
 
     /// Waits for `needle` after the previous match and returns the text up to its end.
-    fn expect(&mut self, needle: &str) -> String {
+    pub(crate) fn expect(&mut self, needle: &str) -> String {
         let deadline = Instant::now() + WAIT;
         loop {
             let hay = &self.out[self.pos..];
@@ -160,7 +160,7 @@ impl Pty {
 
     /// Waits for `prefix` followed by a whole decimal number and returns the number. An echoed
     /// `pid=$$` does not match: a digit must follow the prefix.
-    fn expect_number(&mut self, prefix: &str) -> i32 {
+    pub(crate) fn expect_number(&mut self, prefix: &str) -> i32 {
         let deadline = Instant::now() + WAIT;
         loop {
             let text = String::from_utf8_lossy(&self.out[self.pos..]).into_owned();
@@ -182,7 +182,7 @@ impl Pty {
         }
     }
 
-    fn send(&self, text: &str) {
+    pub(crate) fn send(&self, text: &str) {
         let mut bytes = text.as_bytes();
         while !bytes.is_empty() {
             match nix::unistd::write(self.master.as_fd(), bytes) {
@@ -194,19 +194,19 @@ impl Pty {
     }
 
     /// The terminal's foreground process group, asked through the master.
-    fn fg(&self) -> i32 {
+    pub(crate) fn fg(&self) -> i32 {
         nix::unistd::tcgetpgrp(self.master.as_fd())
             .map(|p| p.as_raw())
             .unwrap_or(-1)
     }
 
     /// Waits until the terminal's foreground group is `pgid`, reading output meanwhile.
-    fn wait_fg(&mut self, pgid: i32, what: &str) {
+    pub(crate) fn wait_fg(&mut self, pgid: i32, what: &str) {
         self.wait_for(what, |pty| pty.fg() == pgid);
     }
 
     /// Waits until `cond` holds, checking every 20 ms while reading output, for at most WAIT.
-    fn wait_for(&mut self, what: &str, mut cond: impl FnMut(&Pty) -> bool) {
+    pub(crate) fn wait_for(&mut self, what: &str, mut cond: impl FnMut(&Pty) -> bool) {
         let deadline = Instant::now() + WAIT;
         while !cond(self) {
             if Instant::now() >= deadline {
@@ -224,7 +224,7 @@ impl Pty {
 
     /// Waits for the session leader (`what`) to exit, reading output meanwhile, and checks that
     /// it succeeded.
-    fn assert_leader_succeeds(&mut self, mut leader: Running, what: &str) {
+    pub(crate) fn assert_leader_succeeds(&mut self, mut leader: Running, what: &str) {
         let deadline = Instant::now() + WAIT;
         loop {
             if let Some(status) = leader.child.try_wait().expect("try_wait") {
@@ -241,7 +241,7 @@ impl Pty {
     }
 
     /// TIOCSWINSZ on the master: the kernel sends SIGWINCH to the foreground group.
-    fn set_size(&self, rows: u16, cols: u16) {
+    pub(crate) fn set_size(&self, rows: u16, cols: u16) {
         let ws = libc::winsize {
             ws_row: rows,
             ws_col: cols,
@@ -255,12 +255,12 @@ impl Pty {
     }
 
     /// How often `needle` occurs in the whole transcript.
-    fn count(&self, needle: &str) -> usize {
+    pub(crate) fn count(&self, needle: &str) -> usize {
         self.text().matches(needle).count()
     }
 
     /// The verdict line vloer-run wrote to the terminal (its stderr).
-    fn verdict(&self) -> serde_json::Value {
+    pub(crate) fn verdict(&self) -> serde_json::Value {
         harness::parse_verdict(&self.text())
             .unwrap_or_else(|| self.fail("no verdict in the transcript"))
     }
@@ -268,15 +268,15 @@ impl Pty {
 
 /// Fields of /proc/PID/stat after the command name.
 #[derive(Debug)]
-struct Stat {
-    state: char,
-    ppid: i32,
-    pgrp: i32,
-    session: i32,
-    tty_nr: i32,
+pub(crate) struct Stat {
+    pub(crate) state: char,
+    pub(crate) ppid: i32,
+    pub(crate) pgrp: i32,
+    pub(crate) session: i32,
+    pub(crate) tty_nr: i32,
 }
 
-fn stat(pid: i32) -> Option<Stat> {
+pub(crate) fn stat(pid: i32) -> Option<Stat> {
     let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = s.rsplit_once(')')?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
@@ -336,6 +336,17 @@ fn start_wrapped(pty: &mut Pty, rest: &str, env: &[(&str, &str)]) -> Running {
     pty.spawn(&["sh", "-c", &script], env)
 }
 
+/// `start_wrapped` with job control on in that sh (`set -m`): vloer-run leads a job of its own in
+/// the foreground, as when typed at an interactive prompt. Without it, vloer-run is part of the
+/// script's job, and its child shares that group so that the script's shell sees Ctrl-C too
+/// (SPEC, "Running a command", 1 and 5).
+fn start_job_wrapped(pty: &mut Pty, rest: &str, env: &[(&str, &str)]) -> Running {
+    let script = format!(
+        r#"set -m; trap : INT; "$VR" {rest}; echo "vloer-exit=$?"; read -r line && echo "outer-read=$line""#
+    );
+    pty.spawn(&["sh", "-c", &script], env)
+}
+
 /// After vloer-run exited, the leader's sh reads a line: the terminal is usable by the caller.
 fn finish_wrapped(pty: &mut Pty, leader: Running) {
     pty.send("bye\n");
@@ -345,17 +356,29 @@ fn finish_wrapped(pty: &mut Pty, leader: Running) {
 
 #[test]
 fn ctrl_c_reaches_the_child_once_and_exit_hands_the_terminal_back() {
+    ctrl_c_once_then_hand_back(true);
+}
+
+/// Inside a script's job (no job control), a child that cannot share the group (`--scope group`
+/// needs one of its own) gets the terminal, and vloer-run itself hands it back.
+#[test]
+fn inside_a_scripts_job_with_scope_group_the_terminal_still_comes_back() {
+    ctrl_c_once_then_hand_back(false);
+}
+
+fn ctrl_c_once_then_hand_back(job_control: bool) {
     let dir = harness::tempdir();
     let fifo = gate(&dir);
     let mut pty = Pty::open();
     let inner = format!(
         r#"trap 'n=$((n+1)); echo "got-int $n"' INT; echo "pid=$$"; read -r _ < "$FIFO"; echo "reading"; {READ_UNTIL_END}; echo "after n=$n"; exit 3"#
     );
-    let leader = start_wrapped(
-        &mut pty,
-        r#"-- sh -c "$INNER""#,
-        &[("INNER", &inner), ("FIFO", &fifo)],
-    );
+    let env = [("INNER", inner.as_str()), ("FIFO", fifo.as_str())];
+    let leader = if job_control {
+        start_job_wrapped(&mut pty, r#"-- sh -c "$INNER""#, &env)
+    } else {
+        start_wrapped(&mut pty, r#"--scope group -- sh -c "$INNER""#, &env)
+    };
     let outer = leader.pid();
     let child = pty.expect_number("pid=");
     // Before its exec (and before it touches the terminal) the child's own group became the
@@ -371,11 +394,12 @@ fn ctrl_c_reaches_the_child_once_and_exit_hands_the_terminal_back() {
         child,
         "the child leads its own group"
     );
-    assert_eq!(
-        stat(vr).expect("vloer-run stat").pgrp,
-        outer,
-        "vloer-run stays in the caller's group"
-    );
+    let vr_group = stat(vr).expect("vloer-run stat").pgrp;
+    if job_control {
+        assert_eq!(vr_group, vr, "vloer-run leads its job");
+    } else {
+        assert_eq!(vr_group, outer, "vloer-run stays in the caller's group");
+    }
     release(&fifo);
     pty.expect("reading");
 
@@ -586,7 +610,7 @@ fn window_size_change_reaches_the_child() {
     let inner = format!(
         r#"trap 'echo "winch $(stty size)"' WINCH; echo "pid=$$ size $(stty size)"; {READ_UNTIL_END}; exit 0"#
     );
-    let leader = start_wrapped(&mut pty, r#"-- sh -c "$INNER""#, &[("INNER", &inner)]);
+    let leader = start_job_wrapped(&mut pty, r#"-- sh -c "$INNER""#, &[("INNER", &inner)]);
     let child = pty.expect_number("pid=");
     pty.expect("size 24 80");
     pty.wait_fg(child, "the child's group to become the foreground group");
