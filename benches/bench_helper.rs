@@ -1,4 +1,4 @@
-//! Workloads for `benches/compare.py` (built only with `--features test-helpers`).
+//! Workloads for `benches/compare.py` (an example target: `cargo build --release --example vloer-bench-helper`).
 //!
 //! ```text
 //! vloer-bench-helper usr1

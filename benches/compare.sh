@@ -11,5 +11,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 target="${CARGO_TARGET_DIR:-target}"
 cargo build --release --quiet --bin vloer-run
-cargo build --release --quiet --features test-helpers --bin vloer-bench-helper
-exec python3 benches/compare.py --vloer "$target/release/vloer-run" --helper "$target/release/vloer-bench-helper" "$@"
+cargo build --release --quiet --example vloer-bench-helper
+exec python3 benches/compare.py --vloer "$target/release/vloer-run" --helper "$target/release/examples/vloer-bench-helper" "$@"

@@ -5,7 +5,7 @@
   2. `vloer-run exec -- true` vs `vloer-run -- true` started afresh (median of M, interleaved).
 
 For scale, the same client also times `vloer-bench-helper reply-server` (built beside vloer-run
-with `--features test-helpers`): the least any server can do, one accept, one read, one fixed
+with `cargo build --release --examples`, in examples/): the least any server can do, one accept, one read, one fixed
 reply line. Its reply round trip over its own connect-and-close is the bound that no status
 reply, which must also read /proc, can beat on this machine.
 
@@ -70,7 +70,7 @@ def main():
     tmp = tempfile.mkdtemp(prefix="vloer-bench-")
     sock = os.path.join(tmp, "ctl")
     ref_sock = os.path.join(tmp, "ref")
-    helper = os.path.join(os.path.dirname(BIN), "vloer-bench-helper")
+    helper = os.path.join(os.path.dirname(BIN), "examples", "vloer-bench-helper")
     inst = subprocess.Popen([BIN, "--verdict", "off", "--control", sock, "--", "sleep", "100000"])
     ref = None
     if os.access(helper, os.X_OK):
@@ -79,7 +79,7 @@ def main():
                                stdout=subprocess.PIPE)
         assert ref.stdout.readline().strip() == b"ready"
     else:
-        print(f"(no {helper}: build it with `cargo build --release --features test-helpers`"
+        print(f"(no {helper}: build it with `cargo build --release --examples`"
               " for the reference rows)", file=sys.stderr)
     try:
         wait_for(sock, "vloer-run")

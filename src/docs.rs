@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The one command that rewrites every generated file.
-const BLESS: &str = "VLOER_BLESS=1 cargo test --features test-helpers --bin vloer-run docs::";
+const BLESS: &str = "VLOER_BLESS=1 cargo test --bin vloer-run docs::";
 
 // ---------------------------------------------------------------------------------------------
 // The control protocol, kept in one place so it is easy to amend while the wire format settles.

@@ -1,4 +1,4 @@
-//! Misbehaving children for the integration tests (built only with `--features test-helpers`).
+//! Misbehaving children for the integration tests (an example target, which `cargo test` builds).
 //!
 //! ```text
 //! vloer-test-child [--root] COMMAND ARGS...

@@ -51,10 +51,26 @@ fn reset_inherited_ignores() {
     });
 }
 
-/// The misbehaving-child helper (tests/helpers/child.rs).
+/// The misbehaving-child helper (tests/helpers/child.rs), an example target: `cargo test` builds
+/// it into `examples/` beside the `deps/` folder this test binary runs from.
 pub fn helper() -> &'static str {
     reset_inherited_ignores();
-    env!("CARGO_BIN_EXE_vloer-test-child")
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary runs from target/<profile>/deps");
+        let helper = profile_dir.join("examples").join("vloer-test-child");
+        assert!(
+            helper.exists(),
+            "{} is missing: plain `cargo test` builds it, or `cargo build --examples` \
+             before `cargo test --test integration ...`",
+            helper.display()
+        );
+        helper.to_str().expect("a UTF-8 target path").to_string()
+    })
 }
 
 /// A generous bound for anything a test waits on; these machines are noisy.

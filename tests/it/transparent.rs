@@ -370,6 +370,19 @@ fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back
     );
     pty.send("echo \"still=$$\"\n");
     assert_eq!(pty.expect_number("still="), shell);
+    // Ctrl-Z stops a job of that shell, which reports it and takes the terminal back.
+    pty.expect("exec$ ");
+    pty.send("sleep 31\n");
+    let mut sleeper = None;
+    pty.wait_for("the second sleep", |_| {
+        sleeper = child_named(shell, "sleep");
+        sleeper.is_some()
+    });
+    pty.send("\x1a");
+    pty.expect("Stopped");
+    pty.expect("exec$ ");
+    pty.send("kill -9 %1; wait\n");
+    pty.expect("exec$ ");
     pty.send("exit 3\n");
     pty.expect("outer$ ");
     // Cooked again: the outer shell's output has its CR LF back.
