@@ -54,6 +54,27 @@ impl Exit {
     }
 }
 
+impl std::fmt::Display for ChildState {
+    /// How a process changed state, in words: "exited with status 0", "killed by SIGKILL".
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChildState::Exited(c) => write!(f, "exited with status {c}"),
+            ChildState::Signaled(s) => write!(f, "killed by {s}"),
+            ChildState::Stopped(s) => write!(f, "stopped by {s}"),
+            ChildState::Continued => write!(f, "continued"),
+        }
+    }
+}
+
+/// A command's argv in words for a message: its words joined by spaces, quoted as a whole.
+pub fn command_words(argv: &[std::ffi::OsString]) -> String {
+    let words: Vec<String> = argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    format!("'{}'", words.join(" "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -117,6 +138,19 @@ mod tests {
                 code: 125,
                 by_signal: None
             }
+        );
+    }
+
+    #[test]
+    fn states_read_as_words() {
+        assert_eq!(ChildState::Exited(0).to_string(), "exited with status 0");
+        assert_eq!(
+            ChildState::Signaled(Sig::KILL).to_string(),
+            "killed by SIGKILL"
+        );
+        assert_eq!(
+            ChildState::Stopped(Sig::TSTP).to_string(),
+            "stopped by SIGTSTP"
         );
     }
 

@@ -218,8 +218,8 @@ impl Supervisor {
         match spawn::spawn_main(&self.args.command, setup) {
             Ok(pid) => {
                 msg::verbose(format_args!(
-                    "started {:?} as pid {pid}",
-                    self.args.command[0]
+                    "started {} as pid {pid}",
+                    exit::command_words(&self.args.command[..1])
                 ));
                 self.child.pid = Some(pid);
                 // The child stays our unreaped child until we wait for it, so its pid is stable.
@@ -235,7 +235,10 @@ impl Supervisor {
             }
             Err(e) => {
                 let (SpawnError::NotFound(err) | SpawnError::CannotExecute(err)) = &e;
-                msg::error(format_args!("cannot run {:?}: {err}", self.args.command[0]));
+                msg::error(format_args!(
+                    "cannot run {}: {err}",
+                    exit::command_words(&self.args.command[..1])
+                ));
                 self.child.spawn_error = Some(e.exit_code());
                 self.begin_stop(Reason::ChildExited, None);
             }
@@ -406,8 +409,8 @@ impl Supervisor {
             if let Some(d) = self.timeout_deadline() {
                 if now >= d && matches!(self.state, State::Running | State::Watching(_)) {
                     msg::verbose(format_args!(
-                        "timeout after {:?}",
-                        self.args.timeout.unwrap_or_default()
+                        "timeout after {}",
+                        humantime::format_duration(self.args.timeout.unwrap_or_default())
                     ));
                     self.begin_stop(Reason::Timeout, None);
                 }
@@ -500,8 +503,9 @@ impl Supervisor {
                     None => match Exec::start(id, req, setup) {
                         Ok(e) => {
                             msg::verbose(format_args!(
-                                "exec {:?} started as pid {}",
-                                e.argv, e.pid
+                                "exec {} started as pid {}",
+                                exit::command_words(&e.argv),
+                                e.pid
                             ));
                             let line = serde_json::json!({ "exec": { "pid": e.pid.as_raw() } })
                                 .to_string()
@@ -691,14 +695,14 @@ impl Supervisor {
                 if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
                     self.reaped += 1;
                     e.status = Some(state);
-                    msg::verbose(format_args!("exec {pid} ended: {state:?}"));
+                    msg::verbose(format_args!("exec {pid} ended: {state}"));
                     e.begin_stop(ExecEnd::Exited, plan, false);
                 }
                 continue;
             }
             match state {
                 ChildState::Exited(_) | ChildState::Signaled(_) if is_main => {
-                    msg::verbose(format_args!("child {pid} ended: {state:?}"));
+                    msg::verbose(format_args!("child {pid} ended: {state}"));
                     self.child.status = Some(state);
                     self.child.pidfd = None;
                     if let State::Stopping(s) = &mut self.state {
@@ -722,7 +726,7 @@ impl Supervisor {
                 }
                 ChildState::Exited(_) | ChildState::Signaled(_) => {
                     self.reaped += 1;
-                    msg::verbose(format_args!("reaped {pid}: {state:?}"));
+                    msg::verbose(format_args!("reaped {pid}: {state}"));
                 }
                 ChildState::Stopped(sig) if is_main && sig.is_job_control() && !self.pid1 => {
                     // Only stop along if the child is still stopped: a SIGCONT may have been
@@ -793,7 +797,7 @@ impl Supervisor {
         if self.reason.is_none() {
             self.reason = Some(reason);
         }
-        msg::verbose(format_args!("stopping ({reason:?})"));
+        msg::verbose(format_args!("stopping: {}", reason.words()));
         self.state = State::Stopping(Stop::begin(self.plan(first), Instant::now()));
         self.stop_execs();
     }

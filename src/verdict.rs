@@ -25,6 +25,20 @@ pub enum Reason {
     Error,
 }
 
+impl Reason {
+    /// The reason in words, for `-v`.
+    pub fn words(self) -> &'static str {
+        match self {
+            Reason::ChildExited => "the child exited",
+            Reason::Signal => "a stop signal arrived",
+            Reason::Timeout => "the timeout passed",
+            Reason::Control => "a control client asked",
+            Reason::ParentDied => "the parent process exited",
+            Reason::Error => "vloer-run failed",
+        }
+    }
+}
+
 /// The main child's end, as far as it is known.
 #[derive(Clone, Debug, Serialize, Default, PartialEq, Eq)]
 pub struct ChildReport {

@@ -34,3 +34,5 @@ mod truth;
 // Issue 12, transparent to its caller: the child first in a stop, ending by the child's signal,
 // Ctrl-C in loops, an exec with a terminal.
 mod transparent;
+// Issue 15, a newcomer's first hour: -v in words, the release tarball.
+mod newcomer;
