@@ -180,6 +180,8 @@ pub struct Server {
     path: PathBuf,
     listener: UnixListener,
     conns: BTreeMap<ConnId, Conn>,
+    /// Set at exit as PID 1 (`linger`): answered clients, our side shut, kept until they close.
+    lingering: Option<Vec<UnixStream>>,
     next: ConnId,
     uid: u32,
 }
@@ -231,6 +233,7 @@ impl Server {
             path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
             listener,
             conns: BTreeMap::new(),
+            lingering: None,
             next: 1,
             uid: nix::unistd::geteuid().as_raw(),
         })
@@ -569,12 +572,25 @@ impl Server {
             }
         }
         if c.phase == Phase::Closing {
-            self.conns.remove(&id);
+            if let (Some(c), Some(lingering)) = (self.conns.remove(&id), &mut self.lingering) {
+                let _ = c.stream.shutdown(std::net::Shutdown::Write);
+                lingering.push(c.stream);
+            }
         }
     }
 
+    /// From now on, a client whose reply is complete is kept (our side shut down, so it sees
+    /// the end) until `drain` has waited for it to close: as PID 1, our exit makes the kernel
+    /// SIGKILL every process left in the namespace, a client still reading included (a failed
+    /// preStop hook).
+    pub fn linger(&mut self) {
+        self.lingering.get_or_insert_with(Vec::new);
+    }
+
     /// Writes what is queued, blocking briefly: used once at exit so final replies are not lost.
+    /// After `linger`, then waits (within `budget`) for every client to close its end.
     pub fn drain(&mut self, budget: Duration) {
+        use std::io::Write;
         let end = Instant::now() + budget;
         for c in self.conns.values_mut() {
             let _ = c.stream.set_nonblocking(false);
@@ -582,11 +598,56 @@ impl Server {
                 end.saturating_duration_since(Instant::now())
                     .max(Duration::from_millis(1)),
             ));
-            use std::io::Write;
             let _ = c.stream.write_all(&c.out);
             c.out.clear();
+            let _ = c.stream.shutdown(std::net::Shutdown::Write);
+            let _ = c.stream.set_nonblocking(true);
         }
-        self.conns.clear();
+        let conns = std::mem::take(&mut self.conns);
+        if let Some(mut open) = self.lingering.take() {
+            open.extend(conns.into_values().map(|c| c.stream));
+            wait_closed(open, end);
+        }
+    }
+}
+
+/// Waits until the peer of every stream has closed it (a read sees the end or an error), or
+/// until `end`. What a client still sends is read and dropped.
+fn wait_closed(mut open: Vec<UnixStream>, end: Instant) {
+    use std::io::Read;
+    while !open.is_empty() {
+        let now = Instant::now();
+        if now >= end {
+            return;
+        }
+        let ready = {
+            let interests: Vec<crate::event_loop::Interest<'_, usize>> = open
+                .iter()
+                .enumerate()
+                .map(|(i, s)| crate::event_loop::Interest {
+                    token: i,
+                    fd: s.as_fd(),
+                    events: PollFlags::POLLIN,
+                })
+                .collect();
+            match crate::event_loop::wait(&interests, Some(end)) {
+                Ok(r) => r,
+                Err(_) => return,
+            }
+        };
+        let mut closed: Vec<usize> = Vec::new();
+        for (i, _) in ready {
+            let mut scratch = [0u8; 512];
+            match (&open[i]).read(&mut scratch) {
+                Ok(n) if n > 0 => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+                _ => closed.push(i),
+            }
+        }
+        closed.sort_unstable();
+        for i in closed.into_iter().rev() {
+            open.swap_remove(i);
+        }
     }
 }
 

@@ -98,12 +98,17 @@ fn run(args: cli::RunArgs) -> u8 {
         }
     }
     if let Some(mut control) = control {
+        let pid1 = sys::own_pid().as_raw() == 1;
+        if pid1 {
+            control.linger();
+        }
         let line = verdict.to_line();
         for id in stop_waiters {
             control.send(id, &line, true);
         }
-        // Give slow clients a moment to take their replies; the socket is removed on drop.
-        control.drain(std::time::Duration::from_millis(500));
+        // Give slow clients a moment to take their replies; as PID 1, up to a second to close
+        // their ends (see `linger`). The socket is removed on drop.
+        control.drain(std::time::Duration::from_millis(if pid1 { 1000 } else { 500 }));
     }
     // Only while the status still says so: a verdict that could not be written made it 125.
     if let Some(sig) = by_signal.filter(|s| verdict.exit_code == 128 + s.raw()) {

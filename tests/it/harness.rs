@@ -331,7 +331,7 @@ pub fn descendants(root: i32) -> Vec<i32> {
 }
 
 /// The children of `pid`, from every one of its threads (zombies included).
-fn children(pid: i32) -> Vec<i32> {
+pub fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()

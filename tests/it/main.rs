@@ -36,3 +36,5 @@ mod truth;
 mod transparent;
 // Issue 15, a newcomer's first hour: -v in words, the release tarball.
 mod newcomer;
+// Issue 15, in a container runtime: PID 1 waits for its answered clients.
+mod container;
