@@ -173,6 +173,8 @@ struct Conn {
     /// The client shut down its sending side (socat does once its request is sent): it still
     /// reads, and gets its reply.
     read_closed: bool,
+    /// The client's pid from SO_PEERCRED (0: unknown, or outside our pid namespace).
+    peer: i32,
 }
 
 /// The listening socket and its clients.
@@ -180,8 +182,9 @@ pub struct Server {
     path: PathBuf,
     listener: UnixListener,
     conns: BTreeMap<ConnId, Conn>,
-    /// Set at exit as PID 1 (`linger`): answered clients, our side shut, kept until they close.
-    lingering: Option<Vec<UnixStream>>,
+    /// Set at exit as PID 1 (`linger`): answered clients (our side shut) and their pids, kept
+    /// until they have exited.
+    lingering: Option<Vec<(UnixStream, i32)>>,
     next: ConnId,
     uid: u32,
 }
@@ -305,9 +308,10 @@ impl Server {
             out: Vec::new(),
             since: now,
             read_closed: false,
+            peer: 0,
         };
         match socket::getsockopt(&conn.stream, sockopt::PeerCredentials) {
-            Ok(cred) if cred.uid() == self.uid || cred.uid() == 0 => {}
+            Ok(cred) if cred.uid() == self.uid || cred.uid() == 0 => conn.peer = cred.pid(),
             Ok(cred) => {
                 msg::warn(format_args!(
                     "control socket: refused a client with uid {} (pid {})",
@@ -574,21 +578,22 @@ impl Server {
         if c.phase == Phase::Closing {
             if let (Some(c), Some(lingering)) = (self.conns.remove(&id), &mut self.lingering) {
                 let _ = c.stream.shutdown(std::net::Shutdown::Write);
-                lingering.push(c.stream);
+                lingering.push((c.stream, c.peer));
             }
         }
     }
 
     /// From now on, a client whose reply is complete is kept (our side shut down, so it sees
-    /// the end) until `drain` has waited for it to close: as PID 1, our exit makes the kernel
-    /// SIGKILL every process left in the namespace, a client still reading included (a failed
-    /// preStop hook).
+    /// the end) until `drain` has waited for its process to exit: as PID 1, our exit makes the
+    /// kernel SIGKILL every process left in the namespace, a client that has read its reply but
+    /// not yet exited included (a failed preStop hook). Its closing the socket is not enough: a
+    /// client may close before it prints the reply and exits.
     pub fn linger(&mut self) {
         self.lingering.get_or_insert_with(Vec::new);
     }
 
     /// Writes what is queued, blocking briefly: used once at exit so final replies are not lost.
-    /// After `linger`, then waits (within `budget`) for every client to close its end.
+    /// After `linger`, then waits (within `budget`) for every client to exit.
     pub fn drain(&mut self, budget: Duration) {
         use std::io::Write;
         let end = Instant::now() + budget;
@@ -605,28 +610,33 @@ impl Server {
         }
         let conns = std::mem::take(&mut self.conns);
         if let Some(mut open) = self.lingering.take() {
-            open.extend(conns.into_values().map(|c| c.stream));
-            wait_closed(open, end);
+            open.extend(conns.into_values().map(|c| (c.stream, c.peer)));
+            wait_gone(open, end);
         }
     }
 }
 
-/// Waits until the peer of every stream has closed it (a read sees the end or an error), or
-/// until `end`. What a client still sends is read and dropped.
-fn wait_closed(mut open: Vec<UnixStream>, end: Instant) {
+/// Waits until every client has exited (its pidfd, opened now from the SO_PEERCRED pid, reads
+/// ready) or, where there is no pidfd, has closed its end; or until `end`.
+fn wait_gone(clients: Vec<(UnixStream, i32)>, end: Instant) {
     use std::io::Read;
-    while !open.is_empty() {
-        let now = Instant::now();
-        if now >= end {
-            return;
-        }
+    let mut open: Vec<(UnixStream, Option<OwnedFd>)> = clients
+        .into_iter()
+        .map(|(s, pid)| {
+            let fd = (pid > 0)
+                .then(|| crate::sys::pidfd_open(nix::unistd::Pid::from_raw(pid)).ok())
+                .flatten();
+            (s, fd)
+        })
+        .collect();
+    while !open.is_empty() && Instant::now() < end {
         let ready = {
             let interests: Vec<crate::event_loop::Interest<'_, usize>> = open
                 .iter()
                 .enumerate()
-                .map(|(i, s)| crate::event_loop::Interest {
+                .map(|(i, (s, fd))| crate::event_loop::Interest {
                     token: i,
-                    fd: s.as_fd(),
+                    fd: fd.as_ref().map_or(s.as_fd(), |fd| fd.as_fd()),
                     events: PollFlags::POLLIN,
                 })
                 .collect();
@@ -635,17 +645,22 @@ fn wait_closed(mut open: Vec<UnixStream>, end: Instant) {
                 Err(_) => return,
             }
         };
-        let mut closed: Vec<usize> = Vec::new();
+        let mut gone: Vec<usize> = Vec::new();
         for (i, _) in ready {
+            let (stream, pidfd) = &open[i];
+            if pidfd.is_some() {
+                gone.push(i);
+                continue;
+            }
             let mut scratch = [0u8; 512];
-            match (&open[i]).read(&mut scratch) {
+            match (&*stream).read(&mut scratch) {
                 Ok(n) if n > 0 => {}
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                _ => closed.push(i),
+                _ => gone.push(i),
             }
         }
-        closed.sort_unstable();
-        for i in closed.into_iter().rev() {
+        gone.sort_unstable();
+        for i in gone.into_iter().rev() {
             open.swap_remove(i);
         }
     }
