@@ -48,6 +48,14 @@ say "size: vloer-run $size bytes ($((size / 1024)) KiB); tini-static $tini_size 
 if [ "$size" -gt $((2 * tini_size)) ]; then
     say "WARNING: more than twice tini-static's size (the goal is at most 2x)"
 fi
+# The README's size table must be a figure of this build (within 5%: compilers drift), not a stale one.
+readme_size=$(sed -n 's/^| vloer-run [^|]*static glibc[^|]*| \([0-9,]*\) |.*/\1/p' README.md | tr -d , | head -n 1)
+[ -n "$readme_size" ] || fail "README.md has no size row for the static binary"
+drift=$(awk -v a="$size" -v b="$readme_size" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; printf "%d", d * 100 }')
+if [ "$drift" -gt 5 ]; then
+    fail "README.md says the static binary is $readme_size bytes; this build is $size ($drift% off): update the size table from this run"
+fi
+say "README's size figure: $readme_size bytes, within $drift% of this build"
 
 # 3. PID 1 in an otherwise empty root.
 unshare_user=()

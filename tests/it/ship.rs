@@ -218,3 +218,33 @@ fn version_names_the_build() {
         }
     }
 }
+
+/// podman resolves no short image names without a registry alias, and a build context without a
+/// .dockerignore sends target/ (hundreds of MB) and .git along.
+#[test]
+fn the_example_dockerfile_names_its_images_fully_and_leaves_build_output_out() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(example("Dockerfile")).expect("examples/Dockerfile");
+    let froms: Vec<&str> = dockerfile
+        .lines()
+        .filter(|l| l.trim_start().to_ascii_uppercase().starts_with("FROM "))
+        .collect();
+    assert!(!froms.is_empty(), "no FROM line");
+    for from in froms {
+        let image = from.split_whitespace().nth(1).unwrap_or_default();
+        let registry = image.split('/').next().unwrap_or_default();
+        assert!(
+            image.contains('/') && (registry.contains('.') || registry.contains(':')),
+            "not a fully qualified image name: {from:?}"
+        );
+    }
+    let ignore = std::fs::read_to_string(root.join(".dockerignore")).expect(".dockerignore");
+    for needed in ["target", ".git"] {
+        assert!(
+            ignore
+                .lines()
+                .any(|l| l.trim().trim_start_matches('/').trim_end_matches('/') == needed),
+            ".dockerignore does not leave out {needed}:\n{ignore}"
+        );
+    }
+}
