@@ -108,7 +108,11 @@ fn run(args: cli::RunArgs) -> u8 {
         }
         // Give slow clients a moment to take their replies; as PID 1, up to a second to close
         // their ends (see `linger`). The socket is removed on drop.
-        control.drain(std::time::Duration::from_millis(if pid1 { 1000 } else { 500 }));
+        control.drain(std::time::Duration::from_millis(if pid1 {
+            1000
+        } else {
+            500
+        }));
     }
     // Only while the status still says so: a verdict that could not be written made it 125.
     if let Some(sig) = by_signal.filter(|s| verdict.exit_code == 128 + s.raw()) {
