@@ -511,6 +511,15 @@ pub fn wait_for_pids(path: &Path) -> Vec<i32> {
         .collect()
 }
 
+/// Signal numbers the `record` helper wrote to `out`, after its `ready` line.
+pub fn recorded(out: &Path) -> Vec<i32> {
+    std::fs::read_to_string(out)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
 /// The pids in a log that helpers append to (one per line), whatever is there now.
 pub fn read_pids(path: &Path) -> Vec<i32> {
     std::fs::read_to_string(path)

@@ -1,19 +1,10 @@
 //! Issue 12, transparent to its caller: the child gets the first word in a stop, vloer-run ends
 //! by the child's signal, Ctrl-C ends loops around it, and an exec from a terminal gets one.
 
-use crate::harness::{self, Run};
+use crate::harness::{self, recorded, Run};
 use crate::tty::{self, Pty};
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-
-/// Signal numbers the `record` helper wrote to `out`, after its `ready` line.
-fn recorded(out: &Path) -> Vec<i32> {
-    std::fs::read_to_string(out)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
 
 /// An entrypoint that starts a service in a session of its own (as `pg_ctl` and daemons do) and
 /// publishes `ENTRYPOINT SERVICE` in `$D/pids`; `trap` is its TERM trap (`$svc` is the service).
@@ -235,28 +226,32 @@ fn ctrl_c_ends_the_loop(pty: &mut Pty, leader: harness::Running) {
     pty.assert_leader_succeeds(leader, "the outer bash");
 }
 
+/// Types `command` at a fresh prompt, `$RUN` standing for vloer-run around a child that prints
+/// its pid and becomes `sleep 30`; returns the prompt's shell and the child, once it sleeps.
+fn start_loop(pty: &mut Pty, command: &str) -> (harness::Running, i32) {
+    let run = r#""$VR" --verdict off -- sh -c "$INNER""#;
+    let leader = prompt(pty, &[]);
+    pty.send(&format!("{}\n", command.replace("$RUN", run)));
+    let child = pty.expect_number("pid=");
+    wait_sleeping(pty, child);
+    (leader, child)
+}
+
 #[test]
 fn ctrl_c_ends_a_loop_typed_at_the_prompt() {
     let mut pty = Pty::open();
-    let leader = prompt(&mut pty, &[]);
-    pty.send(
-        "for i in 1 2 3; do \"$VR\" --verdict off -- sh -c \"$INNER\"; echo \"next=$i\"; done\n",
-    );
-    let child = pty.expect_number("pid=");
+    let (leader, child) = start_loop(&mut pty, r#"for i in 1 2 3; do $RUN; echo "next=$i"; done"#);
     pty.wait_fg(child, "the child's group to get the terminal");
-    wait_sleeping(&mut pty, child);
     ctrl_c_ends_the_loop(&mut pty, leader);
 }
 
 #[test]
 fn ctrl_c_ends_a_loop_inside_a_bash_script() {
     let mut pty = Pty::open();
-    let leader = prompt(&mut pty, &[]);
-    pty.send(
-        "bash -c 'for i in 1 2 3; do \"$VR\" --verdict off -- sh -c \"$INNER\"; echo \"next=$i\"; done'\n",
+    let (leader, child) = start_loop(
+        &mut pty,
+        r#"bash -c 'for i in 1 2 3; do $RUN; echo "next=$i"; done'"#,
     );
-    let child = pty.expect_number("pid=");
-    wait_sleeping(&mut pty, child);
     let vr = tty::stat(child).expect("the child's stat").ppid;
     // The script's shell must get the SIGINT too, so the child stays in its job's group.
     let (c, v) = (tty::stat(child).unwrap(), tty::stat(vr).unwrap());

@@ -1,7 +1,7 @@
 //! No lie, no silence, no hang (issue 11): each way the verdict could say true while the run
 //! lives, vloer-run could end with no verdict, or never end, reproduced for real.
 
-use crate::harness::{self, Adopted, Run, AS_NOBODY};
+use crate::harness::{self, recorded, Adopted, Run, AS_NOBODY};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -17,15 +17,6 @@ fn sh_run(flags: &[&str], dir: &Path, script: &str) -> Run {
     Run::new(args)
         .env("H", harness::helper())
         .env("D", &harness::path_str(dir))
-}
-
-/// Signal numbers the `record` helper wrote to `out`, after its `ready` line.
-fn recorded(out: &Path) -> Vec<i32> {
-    std::fs::read_to_string(out)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 /// Waits for the `record` helper's first line, `ready PID`.
