@@ -329,6 +329,7 @@ fn exec_timeout_gives_124_and_its_tree_is_gone() {
 #[test]
 fn killing_the_exec_client_stops_the_exec() {
     let inst = Instance::start(&[]);
+    let _watch = harness::ps_on_stall(Duration::from_secs(20));
     for sig in [libc::SIGKILL, libc::SIGINT, libc::SIGTERM] {
         let dir = harness::tempdir();
         let (client, pid) = inst.exec_sleeper(&dir.path().join("ready"));

@@ -511,6 +511,32 @@ pub fn wait_for_pids(path: &Path) -> Vec<i32> {
         .collect()
 }
 
+/// Prints every process (state, wait channel, command) to stderr if the test is still running
+/// after `after`: what a test that is about to time out was waiting for. Stops when dropped.
+pub fn ps_on_stall(after: Duration) -> impl Drop {
+    struct Stop(std::sync::mpsc::Sender<()>);
+    impl Drop for Stop {
+        fn drop(&mut self) {
+            let _ = self.0.send(());
+        }
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if rx.recv_timeout(after) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
+            if let Ok(o) = Command::new("ps")
+                .args(["-eo", "pid,ppid,pgid,sid,tpgid,stat,wchan:24,args"])
+                .output()
+            {
+                eprintln!(
+                    "--- ps after {after:?}\n{}",
+                    String::from_utf8_lossy(&o.stdout)
+                );
+            }
+        }
+    });
+    Stop(tx)
+}
+
 /// Signal numbers the `record` helper wrote to `out`, after its `ready` line.
 pub fn recorded(out: &Path) -> Vec<i32> {
     std::fs::read_to_string(out)

@@ -307,6 +307,18 @@ fn in_a_scripts_group_ctrl_c_reaches_the_child_once_and_nothing_reaches_the_call
     pty.assert_leader_succeeds(leader, "the outer bash");
 }
 
+/// Whether `pid` runs (not stopped) in its terminal's foreground group: stat's state, pgrp and
+/// tpgid.
+fn running_in_front(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let f: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(vec![], |(_, rest)| rest.split_whitespace().collect());
+    f.len() > 5 && f[0] != "T" && f[2] == f[5]
+}
+
 /// The pid of a live child of `ppid` named `comm`, if any.
 fn child_named(ppid: i32, comm: &str) -> Option<i32> {
     std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
@@ -325,6 +337,7 @@ fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back
     harness::wait_for_socket(Path::new(&sock));
     let mut pty = Pty::open();
     let leader = prompt(&mut pty, &[("S", &sock)]);
+    let _watch = harness::ps_on_stall(std::time::Duration::from_secs(20));
     pty.send(
         "\"$VR\" exec --control \"$S\" -- env PS1='exec$ ' bash --norc --noprofile --noediting -i\n",
     );
@@ -376,7 +389,15 @@ fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back
     pty.send("\x1a");
     pty.expect("Stopped");
     pty.expect("exec$ ");
-    pty.send("kill -9 %1; wait\n");
+    // `fg` brings it back to the front (bash names the job before it hands over the terminal and
+    // continues it), and Ctrl-C ends it there.
+    pty.send("fg\n");
+    pty.expect("sleep 31");
+    let sleeper = sleeper.expect("the second sleep");
+    pty.wait_for("the job to run in the foreground of its terminal", |_| {
+        running_in_front(sleeper)
+    });
+    pty.send("\x03");
     pty.expect("exec$ ");
     pty.send("exit 3\n");
     pty.expect("outer$ ");
