@@ -1,7 +1,7 @@
 //! The clients of a running instance: `vloer-run stop`, `status` and `exec`.
 
 use crate::cli::Client;
-use crate::control::{ExitReport, WireRequest, WireStr};
+use crate::control::proto::{ExitReport, WireRequest, WireStr};
 use crate::event_loop::Interest;
 use crate::exec_tty::ExecTty;
 use crate::msg;

@@ -1,7 +1,8 @@
 //! Commands started inside the run through the control socket: each in its own process group,
 //! with the client's stdio, its own deadline and its own stop.
 
-use crate::control::{ConnId, ExecRequest, ExitReport};
+use crate::control::proto::ExitReport;
+use crate::control::{ConnId, ExecRequest};
 use crate::proctable::Scope;
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};

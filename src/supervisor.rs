@@ -2,6 +2,7 @@
 //! one verdict.
 
 use crate::cli::{ForwardTo, RunArgs, ScopeArg, StopOrder, WhenChildExits};
+use crate::control::proto::{self, ErrorCode};
 use crate::control::{self, ConnId, Request};
 use crate::event_loop::{self, Interest};
 use crate::exec::{Exec, ExecEnd};
@@ -485,11 +486,14 @@ impl Supervisor {
             control::Event::Request(id, Request::Exec(req)) => {
                 let refusal = if self.unconfirmed {
                     Some((
-                        "stop_unconfirmed",
+                        ErrorCode::StopUnconfirmed,
                         "a stop in this run was not confirmed; no new execs".to_string(),
                     ))
                 } else if !matches!(self.state, State::Running) {
-                    Some(("stopping", "the run is stopping; no new execs".to_string()))
+                    Some((
+                        ErrorCode::Stopping,
+                        "the run is stopping; no new execs".to_string(),
+                    ))
                 } else {
                     None
                 };
@@ -499,7 +503,7 @@ impl Supervisor {
                     ..self.child_setup(false)
                 };
                 let reply = match refusal {
-                    Some((code, text)) => Err(control::error_line(code, &text)),
+                    Some((code, text)) => Err(proto::error_line(code, &text)),
                     None => match Exec::start(id, req, setup) {
                         Ok(e) => {
                             msg::verbose(format_args!(
@@ -515,8 +519,11 @@ impl Supervisor {
                         }
                         Err(err) => {
                             let (SpawnError::NotFound(io) | SpawnError::CannotExecute(io)) = &err;
-                            let v = serde_json::json!({ "error": format!("cannot run: {io}"), "code": "spawn_failed", "status": err.exit_code() });
-                            Err(v.to_string() + "\n")
+                            Err(proto::error_reply(
+                                ErrorCode::SpawnFailed,
+                                &format!("cannot run: {io}"),
+                                Some(err.exit_code()),
+                            ))
                         }
                     },
                 };

@@ -1,52 +1,17 @@
-//! The control socket: a Unix stream socket, one JSON request line in, JSON reply lines out,
-//! served from the run's own event loop without threads.
-//!
-//! Wire format (also in the manual):
-//!   -> {"op":"stop","grace_ms":2000}          <- the run's verdict line, when the run has ended
-//!   -> {"op":"status"}                        <- {"pid":..,"child":..,"processes":[..],"execs":[..]}
-//!   -> {"op":"exec","argv":[..],"cwd":..,"env":[[k,v],..],"timeout_ms":..} + fds 0,1,2 (SCM_RIGHTS)
-//!                                             <- {"exec":{"pid":N}} then, at the end,
-//!                                                {"exit":{"status":N,"exit_code":..,"signal":..,"reason":..,"stopped":..}}
-//!      while an exec runs, the client may send {"op":"cancel"} or just close the connection.
-//! Any failure: {"error":"text","code":"bad_request|too_large|timeout|forbidden|unknown_op|
-//! stopping|stop_unconfirmed|spawn_failed"} and the connection is closed.
+//! The control socket's server: a Unix stream socket served from the run's own event loop,
+//! without threads (the protocol itself is in `proto`).
 
+use super::proto::*;
 use crate::msg;
 use anyhow::{bail, Context};
 use nix::poll::PollFlags;
 use nix::sys::socket::{self, sockopt, ControlMessageOwned, MsgFlags};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::ffi::OsString;
 use std::io::{ErrorKind, IoSliceMut};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// A request line may be at most this long...
-pub const MAX_REQUEST: usize = 64 * 1024;
-/// ...except an exec request: it carries the client's argv and environment, which the kernel lets
-/// reach ARG_MAX together (2 MiB with the usual 8 MiB stack limit, 6 MiB at most), and JSON adds
-/// little to text.
-pub const MAX_EXEC_REQUEST: usize = 8 * 1024 * 1024;
-
-/// The limit for a request that begins with `prefix`: our own client always sends `op` first,
-/// so an exec is known long before its line ends.
-fn limit_for(prefix: &[u8]) -> usize {
-    let head: Vec<u8> = prefix
-        .iter()
-        .take(64)
-        .copied()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
-    if head.starts_with(br#"{"op":"exec""#) {
-        MAX_EXEC_REQUEST
-    } else {
-        MAX_REQUEST
-    }
-}
 
 /// A request comes with at most this many descriptors (an exec's stdin, stdout and stderr).
 const MAX_FDS: usize = 3;
@@ -54,93 +19,6 @@ const MAX_FDS: usize = 3;
 pub const READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// At most this many clients at once; more wait in the listen backlog.
 const MAX_CONNS: usize = 512;
-
-/// A string that may not be UTF-8: a JSON string when it is, an array of bytes when not.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(untagged)]
-pub enum WireStr {
-    Text(String),
-    Bytes(Vec<u8>),
-}
-
-impl From<&std::ffi::OsStr> for WireStr {
-    fn from(s: &std::ffi::OsStr) -> WireStr {
-        match s.to_str() {
-            Some(t) => WireStr::Text(t.to_string()),
-            None => WireStr::Bytes(s.as_bytes().to_vec()),
-        }
-    }
-}
-
-impl From<WireStr> for OsString {
-    fn from(w: WireStr) -> OsString {
-        match w {
-            WireStr::Text(t) => OsString::from(t),
-            WireStr::Bytes(b) => OsString::from_vec(b),
-        }
-    }
-}
-
-/// One request line, as sent by `vloer-run stop|status|exec` or by hand with socat.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-pub enum WireRequest {
-    Stop {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        grace_ms: Option<u64>,
-    },
-    Status {},
-    Exec {
-        argv: Vec<WireStr>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        cwd: Option<WireStr>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        env: Option<Vec<(WireStr, WireStr)>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        timeout_ms: Option<u64>,
-        /// The passed stdin is a terminal the exec gets as its controlling terminal, in a
-        /// session of its own.
-        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-        tty: bool,
-    },
-    Cancel {},
-}
-
-/// A validated request handed to the supervisor.
-#[derive(Debug)]
-pub enum Request {
-    Stop { grace: Option<Duration> },
-    Status,
-    Exec(ExecRequest),
-}
-
-/// What an exec needs: the command, where and with what it runs, and the client's stdio.
-#[derive(Debug)]
-pub struct ExecRequest {
-    pub argv: Vec<OsString>,
-    pub cwd: Option<PathBuf>,
-    pub env: Option<Vec<(OsString, OsString)>>,
-    pub timeout: Option<Duration>,
-    pub stdio: Vec<OwnedFd>,
-    pub tty: bool,
-}
-
-/// The final line of an exec.
-#[derive(Debug, Serialize, Deserialize, Clone, PartialEq, Eq)]
-pub struct ExitReport {
-    pub status: i32,
-    pub exit_code: Option<i32>,
-    pub signal: Option<String>,
-    pub reason: String,
-    pub stopped: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// An error reply.
-pub fn error_line(code: &str, text: &str) -> String {
-    serde_json::json!({ "error": text, "code": code }).to_string() + "\n"
-}
 
 /// Something the supervisor must act on.
 #[derive(Debug)]
@@ -319,7 +197,7 @@ impl Server {
                     cred.pid()
                 ));
                 conn.out = error_line(
-                    "forbidden",
+                    ErrorCode::Forbidden,
                     "only vloer-run's own user or root may use this socket",
                 )
                 .into_bytes();
@@ -329,7 +207,8 @@ impl Server {
                 msg::warn(format_args!(
                     "control socket: cannot read peer credentials: {e}"
                 ));
-                conn.out = error_line("forbidden", "peer credentials unavailable").into_bytes();
+                conn.out =
+                    error_line(ErrorCode::Forbidden, "peer credentials unavailable").into_bytes();
                 conn.phase = Phase::Closing;
             }
         }
@@ -415,7 +294,7 @@ impl Server {
                     if line.len() > limit + 1 {
                         self.fail(
                             id,
-                            "too_large",
+                            ErrorCode::TooLarge,
                             &format!("request longer than {limit} bytes"),
                         );
                     } else {
@@ -437,7 +316,7 @@ impl Server {
                     let limit = limit_for(&conn.inbuf);
                     self.fail(
                         id,
-                        "too_large",
+                        ErrorCode::TooLarge,
                         &format!("request longer than {limit} bytes"),
                     );
                 } else if eof {
@@ -472,51 +351,9 @@ impl Server {
         events
     }
 
-    fn parse(&mut self, id: ConnId, line: &[u8]) -> Result<Request, (&'static str, String)> {
-        let req: WireRequest = serde_json::from_slice(line).map_err(|e| {
-            let code = if e.to_string().contains("unknown variant") {
-                "unknown_op"
-            } else {
-                "bad_request"
-            };
-            (code, format!("malformed request: {e}"))
-        })?;
-        Ok(match req {
-            WireRequest::Stop { grace_ms } => Request::Stop {
-                grace: grace_ms.map(Duration::from_millis),
-            },
-            WireRequest::Status {} => Request::Status,
-            WireRequest::Cancel {} => {
-                return Err((
-                    "bad_request",
-                    "cancel is only valid while an exec runs".into(),
-                ))
-            }
-            WireRequest::Exec {
-                argv,
-                cwd,
-                env,
-                timeout_ms,
-                tty,
-            } => {
-                if argv.is_empty() {
-                    return Err(("bad_request", "exec needs a non-empty argv".into()));
-                }
-                let stdio = std::mem::take(&mut self.conns.get_mut(&id).expect("connection").fds);
-                Request::Exec(ExecRequest {
-                    argv: argv.into_iter().map(OsString::from).collect(),
-                    cwd: cwd.map(|c| PathBuf::from(OsString::from(c))),
-                    env: env.map(|e| {
-                        e.into_iter()
-                            .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-                            .collect()
-                    }),
-                    timeout: timeout_ms.filter(|t| *t > 0).map(Duration::from_millis),
-                    stdio,
-                    tty,
-                })
-            }
-        })
+    fn parse(&mut self, id: ConnId, line: &[u8]) -> Result<Request, (ErrorCode, String)> {
+        let stdio = std::mem::take(&mut self.conns.get_mut(&id).expect("connection").fds);
+        parse_request(line, stdio)
     }
 
     /// Drops clients that stayed silent too long.
@@ -530,13 +367,13 @@ impl Server {
         for id in late {
             self.fail(
                 id,
-                "timeout",
+                ErrorCode::Timeout,
                 &format!("no complete request within {} s", READ_TIMEOUT.as_secs()),
             );
         }
     }
 
-    fn fail(&mut self, id: ConnId, code: &str, text: &str) {
+    fn fail(&mut self, id: ConnId, code: ErrorCode, text: &str) {
         msg::verbose(format_args!("control socket: {text}"));
         self.send(id, &error_line(code, text), true);
     }

@@ -1,0 +1,25 @@
+//! Every raw syscall and `unsafe` block of vloer-run, each with the reason it is sound.
+//!
+//! Everything above this module speaks in `Pid`, `Sig` and `OwnedFd`.
+#![allow(unsafe_code)]
+
+mod kill;
+mod reap;
+mod settings;
+mod signalfd;
+mod spawn;
+mod start;
+
+pub use kill::*;
+pub use reap::*;
+pub use settings::*;
+pub use signalfd::*;
+pub use spawn::*;
+pub use start::*;
+
+use crate::signal::Sig;
+use nix::unistd::Pid;
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering};

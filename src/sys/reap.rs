@@ -1,0 +1,102 @@
+//! Reaping: waitpid, and the kernel's own answer to "is any child left".
+
+use super::*;
+
+/// What `waitpid` reported for one child.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChildState {
+    Exited(i32),
+    Signaled(Sig),
+    Stopped(Sig),
+    Continued,
+}
+
+/// Reaps one child without blocking; `None` when no child has changed state. Stop and continue
+/// reports are asked of `job` alone (the main child, the only one whose are acted on): with
+/// WUNTRACED | WCONTINUED, each waitpid(-1) also checks the signal state of every live child it
+/// passes on its way to a zombie, which made reaping 5000 orphans as PID 1 slower than tini's.
+pub fn wait_any(job: Option<Pid>) -> io::Result<Option<(Pid, ChildState)>> {
+    let mut status: libc::c_int = 0;
+    let mut pid = 0;
+    if let Some(job) = job {
+        // SAFETY: as below; one specific child, so no walk over the others. An error (it was
+        // already reaped) only means there is nothing to report for it.
+        pid = unsafe {
+            libc::waitpid(
+                job.as_raw(),
+                &mut status,
+                libc::WNOHANG | libc::WUNTRACED | libc::WCONTINUED,
+            )
+        }
+        .max(0);
+    }
+    if pid == 0 {
+        // SAFETY: `status` is a valid out-pointer; WNOHANG makes the call non-blocking. The raw
+        // status is decoded here because nix loses children killed by real-time signals.
+        // __WALL: a child cloned with another exit signal than SIGCHLD is a child all the same.
+        pid = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG | libc::__WALL) };
+    }
+    if pid < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ECHILD) => Ok(None),
+            _ => Err(err),
+        };
+    }
+    if pid == 0 {
+        return Ok(None);
+    }
+    let state = if libc::WIFEXITED(status) {
+        ChildState::Exited(libc::WEXITSTATUS(status))
+    } else if libc::WIFSIGNALED(status) {
+        ChildState::Signaled(Sig::from_raw(libc::WTERMSIG(status)).unwrap_or(Sig::KILL))
+    } else if libc::WIFSTOPPED(status) {
+        ChildState::Stopped(Sig::from_raw(libc::WSTOPSIG(status)).unwrap_or(Sig::STOP))
+    } else {
+        ChildState::Continued
+    };
+    Ok(Some((Pid::from_raw(pid), state)))
+}
+
+/// What `children_left` found among vloer-run's own children.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Children {
+    /// None at all, live or zombie: since vloer-run is the reaper of every descendant, none of
+    /// those exists either.
+    None,
+    /// Only zombies waiting to be reaped (or nothing the kernel could name).
+    Zombies,
+    /// At least one child that has not ended.
+    Live,
+}
+
+/// Asks the kernel, without reaping anything, whether vloer-run still has children. This is
+/// the exact proof for `--scope tree`: every descendant is a child of vloer-run or of one of its
+/// children, because orphans are handed to the reaper before their parent becomes a zombie.
+pub fn children_left() -> io::Result<Children> {
+    let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
+    // SAFETY: waitid writes one siginfo into valid, zeroed memory. WNOWAIT leaves a zombie to be
+    // reaped by `wait_any`; WNOHANG makes the call non-blocking.
+    let rc = unsafe {
+        libc::waitid(
+            libc::P_ALL,
+            0,
+            info.as_mut_ptr(),
+            libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
+        )
+    };
+    if rc < 0 {
+        let err = io::Error::last_os_error();
+        return match err.raw_os_error() {
+            Some(libc::ECHILD) => Ok(Children::None),
+            _ => Err(err),
+        };
+    }
+    // SAFETY: waitid returned 0, so the struct is initialised (zeroed where no child was ready).
+    let pid = unsafe { info.assume_init().si_pid() };
+    Ok(if pid == 0 {
+        Children::Live
+    } else {
+        Children::Zombies
+    })
+}

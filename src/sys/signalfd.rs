@@ -1,0 +1,192 @@
+//! Signals in (a signalfd over every catchable signal) and vloer-run's own stops and end.
+
+use super::*;
+
+/// Blocks every signal vloer-run handles and returns a signalfd that reports them: 1 to 64 but
+/// SIGKILL and SIGSTOP. glibc's sigfillset and sigprocmask leave out 32 and 33 (its own), and a
+/// `kill -33` would then end vloer-run with the tree orphaned, so the set is built and blocked
+/// here with the kernel's calls. SIGPIPE is in it too: a sent one is forwarded, and the one the
+/// kernel raises for our own write to a closed pipe is told apart by its sender (`SigInfo`).
+pub fn signalfd_for_all() -> io::Result<OwnedFd> {
+    // An inherited SIG_IGN for SIGCHLD would make the kernel reap children behind our back.
+    // SAFETY: setting SIG_DFL installs no handler, so no code of ours runs asynchronously.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
+    block_into_signalfd(!(kernel_bit(Sig::KILL) | kernel_bit(Sig::STOP)))
+}
+
+/// The kernel's own signal set: one bit per signal, 1 to 64.
+pub(super) type KernelSigset = u64;
+
+/// `sig`'s bit in a `KernelSigset`.
+pub(super) fn kernel_bit(sig: Sig) -> KernelSigset {
+    1 << (sig.raw() - 1)
+}
+
+/// Blocks the signals of `mask` (the kernel's layout) and returns a non-blocking signalfd over
+/// them, through the raw syscalls, which take every signal number glibc's wrappers refuse.
+pub(super) fn block_into_signalfd(mask: KernelSigset) -> io::Result<OwnedFd> {
+    let size = std::mem::size_of::<KernelSigset>();
+    // SAFETY: rt_sigprocmask reads one 8-byte set (the size passed) from valid memory and writes
+    // nothing (null old set); vloer-run has a single thread at this point.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            &mask as *const KernelSigset,
+            std::ptr::null_mut::<KernelSigset>(),
+            size,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: signalfd4 reads one 8-byte set from valid memory; -1 asks for a new descriptor,
+    // checked before it is owned.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_signalfd4,
+            -1,
+            &mask as *const KernelSigset,
+            size,
+            libc::SFD_NONBLOCK | libc::SFD_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// One signal read from the signalfd.
+#[derive(Clone, Copy, Debug)]
+pub struct SigInfo {
+    pub sig: Sig,
+    pub sender: Pid,
+    /// Sent by the kernel itself (SI_KERNEL): a terminal's Ctrl-C, Ctrl-\\, Ctrl-Z, window
+    /// change or hangup, which the kernel sends to the terminal's whole foreground group.
+    pub from_kernel: bool,
+}
+
+impl SigInfo {
+    /// A SIGPIPE the kernel raised for one of vloer-run's own writes to a closed pipe: it names
+    /// vloer-run as its sender, which no other process can. That is an EPIPE error already
+    /// handled where the write failed, never a signal to forward.
+    pub fn is_own_write_error(&self) -> bool {
+        self.sig == Sig::PIPE && self.sender == own_pid()
+    }
+}
+
+/// Reads every pending signal from the signalfd without blocking.
+pub fn read_signals(fd: BorrowedFd<'_>) -> io::Result<Vec<SigInfo>> {
+    const BATCH: usize = 16;
+    let size = std::mem::size_of::<libc::signalfd_siginfo>();
+    let mut out = Vec::new();
+    loop {
+        let mut infos = [MaybeUninit::<libc::signalfd_siginfo>::zeroed(); BATCH];
+        // SAFETY: the buffer is BATCH writable records; the kernel writes whole records only.
+        let n = unsafe { libc::read(fd.as_raw_fd(), infos.as_mut_ptr().cast(), size * BATCH) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            return match err.kind() {
+                io::ErrorKind::WouldBlock => Ok(out),
+                io::ErrorKind::Interrupted => continue,
+                _ => Err(err),
+            };
+        }
+        let records = n as usize / size;
+        for info in &infos[..records] {
+            // SAFETY: the kernel wrote `records` whole records.
+            let info = unsafe { info.assume_init_ref() };
+            if let Some(sig) = Sig::from_raw(info.ssi_signo as i32) {
+                out.push(SigInfo {
+                    sig,
+                    sender: Pid::from_raw(info.ssi_pid as i32),
+                    from_kernel: info.ssi_code == libc::SI_KERNEL,
+                });
+            }
+        }
+        // A read that did not fill the buffer took every signal pending; one sent since keeps the
+        // descriptor readable for the next poll. This spares every wake a read that says EAGAIN.
+        if records < BATCH {
+            return Ok(out);
+        }
+    }
+}
+
+/// Stops vloer-run itself (job control), as a shell expects of a stopped job, and returns on
+/// SIGCONT. It stops with `sig` itself where the kernel lets that stop it, so the shell reports
+/// the job as it would the child alone (`jobs -l`: "Stopped (tty input)"; zsh: "suspended", not
+/// "suspended (signal)"); otherwise (ignored at start, an orphaned group) with SIGSTOP.
+pub fn stop_self(sig: Sig) {
+    if sig.is_job_control() && !ignored_at_start(sig) && parent_in_other_group_of_session() {
+        let mut set = empty_set();
+        // SAFETY: `set` is initialised and the calls take plain values. `sig` is blocked here (it
+        // is in the signalfd set), so kill only makes it pending; unblocking delivers it before
+        // sigprocmask returns, with its default action (we install no handlers): the process stops
+        // until SIGCONT. Then it is blocked again, as the signalfd needs.
+        unsafe {
+            libc::sigaddset(&mut set, sig.raw());
+            if libc::kill(libc::getpid(), sig.raw()) == 0
+                && libc::sigprocmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut()) == 0
+            {
+                libc::sigprocmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+                return;
+            }
+        }
+    }
+    // SAFETY: raise with SIGSTOP cannot be caught or blocked; execution resumes on SIGCONT.
+    unsafe {
+        libc::raise(libc::SIGSTOP);
+    }
+}
+
+/// Whether vloer-run's parent is in another process group of the same session. That keeps
+/// vloer-run's group from being orphaned, and only then does the kernel let SIGTSTP, SIGTTIN and
+/// SIGTTOU stop it (it discards them for an orphaned group).
+pub(super) fn parent_in_other_group_of_session() -> bool {
+    // SAFETY: plain queries by pid; each returns -1 on error, which is checked.
+    unsafe {
+        let ppid = libc::getppid();
+        let (pgid, sid) = (libc::getpgid(ppid), libc::getsid(ppid));
+        pgid > 0 && sid > 0 && pgid != libc::getpgrp() && sid == libc::getsid(0)
+    }
+}
+
+/// Ends vloer-run by `sig`, as the child ended, so its caller sees what the bare command would
+/// have given (GNU timeout does the same): default action, no core file. Returns only if `sig`
+/// did not end the process (it cannot: the child died of it, so its default action is fatal).
+pub fn end_by_signal(sig: Sig) {
+    let no_core = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // The kernel's struct sigaction, zeroed: SIG_DFL, no flags, no restorer, an empty mask. It
+    // is 24 or 32 bytes depending on the architecture; four words cover both.
+    let default_action = [0u64; 4];
+    let bit = kernel_bit(sig);
+    // SAFETY: setrlimit reads one valid rlimit. rt_sigaction reads the zeroed action from valid
+    // memory of at least the kernel's size and writes nothing (null old action); the raw call
+    // also takes 32 and 33, whose glibc handlers must not run here. kill only queues `sig`,
+    // which is blocked (the signalfd set); unblocking it delivers it with its default action.
+    unsafe {
+        libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig.raw(),
+            default_action.as_ptr(),
+            std::ptr::null_mut::<u64>(),
+            std::mem::size_of::<KernelSigset>(),
+        );
+        libc::kill(libc::getpid(), sig.raw());
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_UNBLOCK,
+            &bit as *const KernelSigset,
+            std::ptr::null_mut::<KernelSigset>(),
+            std::mem::size_of::<KernelSigset>(),
+        );
+    }
+}
