@@ -13,6 +13,7 @@ mod event_loop;
 mod exec;
 mod exec_tty;
 mod exit;
+mod forward;
 mod msg;
 mod proctable;
 mod signal;
@@ -21,6 +22,7 @@ mod spawn;
 mod stop;
 mod supervisor;
 mod sys;
+mod terminal;
 mod verdict;
 
 use clap::Parser;

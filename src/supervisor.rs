@@ -7,12 +7,14 @@ use crate::control::{self, ConnId, Request};
 use crate::event_loop::{self, Interest};
 use crate::exec::{Exec, ExecEnd};
 use crate::exit::{self, Exit};
+use crate::forward;
 use crate::msg;
 use crate::proctable::Scope;
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
 use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan};
 use crate::sys::{self, ChildSetup, ChildState};
+use crate::terminal::Terminal;
 use crate::verdict::{ChildReport, Reason, Verdict};
 use anyhow::Context;
 use nix::poll::PollFlags;
@@ -69,19 +71,10 @@ enum Token {
 pub struct Supervisor {
     args: RunArgs,
     pid1: bool,
-    me_pgid: Pid,
+    terminal: Terminal,
     signals: OwnedFd,
     parent: Option<OwnedFd>,
     child: MainChild,
-    /// stdin is vloer-run's controlling terminal (and no `--session`): the child's group gets it
-    /// whenever vloer-run's group has it (at start, on SIGCONT, when the child stops for want of
-    /// it), and it is handed back on exit.
-    tty: bool,
-    /// The child shares vloer-run's process group: vloer-run runs in a script's foreground job at
-    /// a terminal, where a group of its own would keep Ctrl-C from the script's shell (SPEC,
-    /// "Running a command", 1 and 5). Forwarding and the stop then reach only the run's members
-    /// of that group, never the caller.
-    shared_group: bool,
     started: Instant,
     reaped: u64,
     state: State,
@@ -137,7 +130,14 @@ impl Supervisor {
             exec_sent: BTreeMap::new(),
             exec_survivors: Vec::new(),
             pid1,
-            me_pgid: nix::unistd::getpgrp(),
+            terminal: Terminal::decide(
+                args.session,
+                args.scope == ScopeArg::Group
+                    || args
+                        .rewrite
+                        .iter()
+                        .any(|r| Terminal::rewrites_terminal_signal(r.from)),
+            ),
             signals,
             parent,
             child: MainChild {
@@ -146,8 +146,6 @@ impl Supervisor {
                 status: None,
                 spawn_error: None,
             },
-            tty: false,
-            shared_group: false,
             started: Instant::now(),
             reaped: 0,
             state: State::Running,
@@ -192,28 +190,9 @@ impl Supervisor {
     }
 
     fn start_child(&mut self) {
-        // tcgetpgrp fails (ENOTTY) for anything but our controlling terminal, so it also answers
-        // isatty (whose `std::io::stdin()` would set up an 8 KiB buffer vloer-run never reads).
-        let ctty = !self.args.session && sys::tcgetpgrp(0).is_some();
-        let foreground = ctty && sys::tcgetpgrp(0) == Some(self.me_pgid);
-        // A job of an interactive shell is led by its first process; a group that vloer-run
-        // does not lead is its caller's (a script run from the prompt). A non-interactive shell
-        // ends its loop on Ctrl-C only if it got the SIGINT too, so the child stays with it.
-        // `--scope group` needs a group that is the child's alone, and a `--rewrite` of a signal
-        // the terminal sends could not apply to what the terminal delivers itself.
-        let terminal_rewritten = self
-            .args
-            .rewrite
-            .iter()
-            .any(|r| [Sig::INT, Sig::QUIT, Sig::TSTP, Sig::WINCH].contains(&r.from));
-        self.shared_group = foreground
-            && self.me_pgid != sys::own_pid()
-            && self.args.scope == ScopeArg::Tree
-            && !terminal_rewritten;
-        let foreground = foreground && !self.shared_group;
         let setup = ChildSetup {
-            keep_group: self.shared_group,
-            ..self.child_setup(foreground)
+            keep_group: self.terminal.shared_group,
+            ..self.child_setup(self.terminal.give_at_start)
         };
         self.started = Instant::now();
         match spawn::spawn_main(&self.args.command, setup) {
@@ -226,10 +205,7 @@ impl Supervisor {
                 // The child stays our unreaped child until we wait for it, so its pid is stable.
                 self.child.pidfd = sys::pidfd_open(pid).ok();
                 crate::proctable::warm_up();
-                // Started in the background (`vloer-run … &`), the child gets the terminal when a
-                // shell's `fg` brings vloer-run to the front.
-                self.tty = ctty && !self.shared_group;
-                if foreground {
+                if self.terminal.give_at_start {
                     // Both sides call tcsetpgrp so neither order of scheduling leaves a gap.
                     let _ = sys::tcsetpgrp(0, pid);
                 }
@@ -260,8 +236,8 @@ impl Supervisor {
 
     /// The main child's process group.
     fn child_group(&self) -> Pid {
-        if self.shared_group {
-            return self.me_pgid;
+        if self.terminal.shared_group {
+            return self.terminal.me_pgid;
         }
         self.child.pid.unwrap_or(Pid::from_raw(0))
     }
@@ -589,53 +565,48 @@ impl Supervisor {
 
     fn on_signal(&mut self, info: sys::SigInfo) {
         let sig = info.sig;
-        // The caller started us with it ignored (nohup, a background job's SIGINT): it asked
-        // for the signal to be ignored, so it is neither forwarded nor a reason to stop. Being
-        // blocked for the signalfd, it still reaches us, where a SIG_IGN alone would drop it.
-        if sys::ignored_at_start(sig) {
-            msg::verbose(format_args!(
-                "{sig} was ignored when vloer-run started; not forwarded"
-            ));
-            return;
-        }
-        // The terminal sent it to the whole group the child shares with us: it has it already.
-        let delivered = self.shared_group && info.from_kernel;
-        let out = if delivered {
-            msg::verbose(format_args!(
-                "{sig} came from the terminal to the group the child shares; not forwarded again"
-            ));
-            Sig::NONE
-        } else {
-            self.translate(sig)
+        let view = forward::View {
+            ignored_at_start: sys::ignored_at_start(sig),
+            from_terminal_to_shared_group: self.terminal.shared_group && info.from_kernel,
+            stopping: matches!(self.state, State::Stopping(_)),
+            stops_the_run: self.args.stop_on.contains(&sig),
+            rewrite: &self.args.rewrite,
+            session: self.args.session,
+            pid1: self.pid1,
         };
-        let stopping = matches!(self.state, State::Stopping(_));
-        if !stopping && self.args.stop_on.contains(&sig) {
-            self.trigger = Some(sig);
-            let first = (!out.is_none() || delivered).then(|| (self.forward_target(), out, sig));
-            self.begin_stop(Reason::Signal, first);
-            return;
+        match forward::decide(sig, view) {
+            // The caller started us with it ignored (nohup, a background job's SIGINT): it asked
+            // for the signal to be ignored. Being blocked for the signalfd, it still reaches us,
+            // where a SIG_IGN alone would drop it.
+            forward::Action::Ignore => msg::verbose(format_args!(
+                "{sig} was ignored when vloer-run started; not forwarded"
+            )),
+            forward::Action::BeginStop {
+                forwarded,
+                delivered,
+            } => {
+                self.trigger = Some(sig);
+                let first = (!forwarded.is_none() || delivered)
+                    .then(|| (self.forward_target(), forwarded, sig));
+                self.begin_stop(Reason::Signal, first);
+            }
+            forward::Action::Forward {
+                sig: out,
+                stop_self,
+            } => {
+                if sig == Sig::CONT {
+                    // `fg`: the shell gave the terminal to our group; it belongs to the child's.
+                    self.give_terminal_to(self.child_group());
+                }
+                if let Some(target) = self.delivery_target() {
+                    forward::deliver(target, out);
+                }
+                if stop_self {
+                    msg::verbose(format_args!("stopping vloer-run itself for {sig}"));
+                    sys::stop_self(sig);
+                }
+            }
         }
-        if sig == Sig::CONT {
-            // `fg`: the shell gave the terminal to our group; it belongs to the child's.
-            self.give_terminal_to_child();
-        }
-        self.deliver(out);
-        if sig.is_job_control() && !self.pid1 {
-            msg::verbose(format_args!("stopping vloer-run itself for {sig}"));
-            sys::stop_self(sig);
-        }
-    }
-
-    /// Applies `--rewrite`; in a new session the job-control signals become SIGSTOP, since the
-    /// kernel discards them for an orphaned process group.
-    fn translate(&self, sig: Sig) -> Sig {
-        if let Some(r) = self.args.rewrite.iter().find(|r| r.from == sig) {
-            return r.to;
-        }
-        if self.args.session && sig.is_job_control() {
-            return Sig::STOP;
-        }
-        sig
     }
 
     fn forward_target(&self) -> FirstTarget {
@@ -645,41 +616,22 @@ impl Supervisor {
         }
     }
 
-    fn deliver(&self, sig: Sig) {
-        let Some(pid) = self.child.pid else { return };
-        if sig.is_none() {
-            msg::verbose(format_args!(
-                "not forwarded (rewritten to 0, or delivered already)"
-            ));
-            return;
-        }
-        let result = match self.args.forward_to {
+    /// Where a forwarded signal goes now; None when there is nobody to send it to.
+    fn delivery_target(&self) -> Option<forward::Target<'_>> {
+        let pid = self.child.pid?;
+        Some(match self.args.forward_to {
             // The group is also the caller's: only the run's own members get it.
-            ForwardTo::Group if self.shared_group => {
-                return forward_to_group_in_tree(self.me_pgid, sig);
+            ForwardTo::Group if self.terminal.shared_group => {
+                forward::Target::GroupInTree(self.terminal.me_pgid)
             }
-            // The unreaped child (a zombie too) holds its pid, so no other process can have made
-            // a group with that number: killpg reaches the child's group and nothing else.
-            ForwardTo::Group if self.child.alive() => sys::killpg(pid, sig),
+            ForwardTo::Group if self.child.alive() => forward::Target::ChildGroup(pid),
             // Reaped, the number is free and may already name someone else's group.
-            ForwardTo::Group => return forward_to_group_in_tree(pid, sig),
-            ForwardTo::Child if self.child.alive() => match &self.child.pidfd {
-                Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
-                None => sys::kill(pid, sig),
-            },
-            ForwardTo::Child => return,
-        };
-        match result {
-            Ok(()) => msg::verbose(format_args!(
-                "forwarded {sig} to {} {pid}",
-                if self.args.forward_to == ForwardTo::Group {
-                    "group"
-                } else {
-                    "pid"
-                }
-            )),
-            Err(e) => msg::verbose(format_args!("could not forward {sig}: {e}")),
-        }
+            ForwardTo::Group => forward::Target::GroupInTree(pid),
+            ForwardTo::Child if self.child.alive() => {
+                forward::Target::Child(pid, self.child.pidfd.as_ref().map(|fd| fd.as_fd()))
+            }
+            ForwardTo::Child => return None,
+        })
     }
 
     /// Reaps every child that has changed state; the main child's end may start the stop.
@@ -759,7 +711,7 @@ impl Supervisor {
                     }
                 }
                 ChildState::Stopped(sig)
-                    if is_main && sig.is_job_control() && self.pid1 && self.tty =>
+                    if is_main && sig.is_job_control() && self.pid1 && self.terminal.handing() =>
                 {
                     // As PID 1 there is no shell to `fg` the job: a Ctrl-Z would hang the
                     // terminal for good (dumb-init#184), so the child is continued at once.
@@ -846,7 +798,7 @@ impl Supervisor {
                 ..Outcome::default()
             },
         };
-        self.hand_back_tty();
+        self.terminal.hand_back(self.child.pid);
         let mut errors = self.errors.clone();
         errors.extend(outcome.error.clone());
         let error = (!errors.is_empty()).then(|| errors.join("; "));
@@ -929,40 +881,10 @@ impl Supervisor {
         })
     }
 
-    /// Makes the child's group the terminal's foreground group if ours is; true when it now is.
-    fn give_terminal_to_child(&self) -> bool {
-        self.child.pid.is_some_and(|pid| self.give_terminal_to(pid))
-    }
-
-    /// Makes `pgid` (the main child's group) the terminal's foreground group if ours is; true
-    /// when it now is.
+    /// Makes `pgid` (the main child's group) the terminal's foreground group if ours is and the
+    /// child lives; true when it now is.
     fn give_terminal_to(&self, pgid: Pid) -> bool {
-        if !self.tty || !self.child.alive() || sys::tcgetpgrp(0) != Some(self.me_pgid) {
-            return false;
-        }
-        match sys::tcsetpgrp(0, pgid) {
-            Ok(()) => true,
-            Err(e) => {
-                msg::verbose(format_args!(
-                    "could not give the terminal to the child's group: {e}"
-                ));
-                false
-            }
-        }
-    }
-
-    fn hand_back_tty(&self) {
-        if !self.tty {
-            return;
-        }
-        let Some(fg) = sys::tcgetpgrp(0) else { return };
-        let group_gone =
-            sys::killpg(fg, Sig::NONE).is_err_and(|e| e.raw_os_error() == Some(libc::ESRCH));
-        if Some(fg) == self.child.pid || group_gone {
-            if let Err(e) = sys::tcsetpgrp(0, self.me_pgid) {
-                msg::verbose(format_args!("could not take the terminal back: {e}"));
-            }
-        }
+        self.child.alive() && self.terminal.give_to(pgid)
     }
 }
 
@@ -971,52 +893,6 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// Forwards `sig` to the members of group `pgid` inside the tree (what is left of the reaped
-/// child's group, or the run's part of a group it shares with its caller), one process at a time
-/// through a pidfd, after re-reading it: neither a recycled pid nor a recycled group id is ever
-/// hit, nor a process outside the run.
-fn forward_to_group_in_tree(pgid: Pid, sig: Sig) {
-    let procs = match crate::proctable::scan(Scope::Tree, &Default::default()) {
-        Ok(procs) => procs,
-        Err(e) => {
-            msg::verbose(format_args!("could not forward {sig}: {e}"));
-            return;
-        }
-    };
-    let tree: std::collections::HashSet<Pid> = procs.iter().map(|p| p.pid).collect();
-    let mut sent = 0;
-    for p in procs.iter().filter(|p| p.pgid == pgid && p.is_live()) {
-        let fd = match sys::pidfd_open(p.pid) {
-            Ok(fd) => Some(fd),
-            // As the stop does on kernels without pidfds: kill(2) right after the re-read.
-            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => None,
-            Err(_) => continue,
-        };
-        let same = crate::proctable::read(p.pid)
-            .ok()
-            .flatten()
-            .is_some_and(|f| {
-                f.starttime == p.starttime
-                    && f.pgid == pgid
-                    && f.is_live()
-                    && crate::proctable::belongs(&f, Scope::Tree, &tree)
-            });
-        if !same {
-            continue;
-        }
-        let result = match &fd {
-            Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
-            None => sys::kill(p.pid, sig),
-        };
-        if result.is_ok() {
-            sent += 1;
-        }
-    }
-    msg::verbose(format_args!(
-        "forwarded {sig} to {sent} process(es) of the run in group {pgid}"
-    ));
 }
 
 /// A pidfd on our parent, readable when it exits.
