@@ -1,0 +1,116 @@
+//! The end of the run: the proof, the verdict and the exit status.
+
+use super::*;
+
+impl Supervisor {
+    /// Step 4 and the verdict: confirm, reap what is left, hand the terminal back.
+    pub(super) fn conclude(mut self) -> Ended {
+        // Execs still stopping when the run ends are confirmed and reported now.
+        let ids: Vec<ConnId> = self.execs.running.keys().copied().collect();
+        // Only a watch (no signal, no wait) for those that have none yet: the run is over.
+        let plan = StopPlan {
+            grace: Duration::ZERO,
+            kill_timeout: Duration::ZERO,
+            ..self.plan(None)
+        };
+        for id in ids {
+            if let Some(e) = self.execs.running.get_mut(&id) {
+                e.begin_stop(ExecEnd::RunEnded, plan, true);
+            }
+            self.finish_exec(id, Instant::now());
+        }
+        let state = std::mem::replace(&mut self.state, State::Running);
+        // The main child and other dead children are zombies now; collect their status. Then the
+        // kernel's own word, where it has one, is the proof; /proc only names survivors.
+        let empty = self.args.scope == ScopeArg::Tree && self.tree_is_empty();
+        let outcome = match state {
+            State::Stopping(s) | State::Watching(s) => s.finish(Instant::now(), empty),
+            State::Running => Outcome {
+                error: Some("the run ended without a stop".into()),
+                ..Outcome::default()
+            },
+        };
+        self.terminal.hand_back(self.child.pid);
+        let mut errors = self.record.errors.clone();
+        errors.extend(outcome.error.clone());
+        let error = (!errors.is_empty()).then(|| errors.join("; "));
+        let mut survivors = outcome.survivors;
+        for p in std::mem::take(&mut self.execs.survivors) {
+            if !survivors.iter().any(|q| q.pid == p.pid)
+                && crate::proctable::read(p.pid)
+                    .ok()
+                    .flatten()
+                    .is_some_and(|q| q.is_live() && q.starttime == p.starttime)
+            {
+                survivors.push(p);
+            }
+        }
+        let mut sent = outcome.sent;
+        for (k, v) in std::mem::take(&mut self.execs.sent) {
+            *sent.entry(k).or_default() += v;
+        }
+        let stopped = survivors.is_empty() && error.is_none();
+        let reason = self.record.reason.unwrap_or(Reason::ChildExited);
+        let exit = self.exit(stopped, reason);
+        let verdict = Verdict {
+            stopped,
+            survivors,
+            survivors_omitted: 0,
+            reason,
+            signal: (reason == Reason::Signal)
+                .then(|| self.record.trigger.map(Sig::name))
+                .flatten(),
+            child: self.child.report(),
+            exit_code: exit.code,
+            scope: match self.args.scope {
+                ScopeArg::Tree => "tree",
+                ScopeArg::Group => "group",
+            },
+            sent,
+            reaped: self.record.reaped,
+            elapsed_ms: outcome.elapsed.as_millis() as u64,
+            error,
+            schema: 1,
+        };
+        Ended {
+            verdict,
+            control: self.requests.server.take(),
+            stop_waiters: std::mem::take(&mut self.requests.stop_waiters),
+            by_signal: exit.by_signal,
+        }
+    }
+
+    /// Step 4 for `--scope tree`: reaps every zombie, then asks the kernel whether vloer-run has
+    /// any child left. None means no descendant exists (each would be a child of vloer-run or of
+    /// one of its children), an O(1) proof that no /proc listing can get wrong.
+    pub(super) fn tree_is_empty(&mut self) -> bool {
+        // Bounded: each turn reaps what the kernel showed; a tree still making zombies is alive.
+        for _ in 0..64 {
+            self.reap();
+            match sys::children_left() {
+                Ok(sys::Children::None) => return true,
+                Ok(sys::Children::Zombies) => continue,
+                Ok(sys::Children::Live) => return false,
+                Err(e) => {
+                    self.record
+                        .errors
+                        .push(format!("asking the kernel for children (waitid): {e}"));
+                    return false;
+                }
+            }
+        }
+        false
+    }
+
+    pub(super) fn exit(&self, stopped: bool, reason: Reason) -> Exit {
+        Exit::of(exit::Facts {
+            stopped,
+            reason,
+            child: self.child.status,
+            spawn_error: self.child.spawn_error,
+            preserve_status: self.args.preserve_status,
+            success_exit: &self.args.success_exit,
+            pid1: self.pid1,
+        })
+    }
+}

@@ -1,0 +1,353 @@
+//! The run: start the child, reap, forward, and turn every way the run can end into one stop and
+//! one verdict.
+
+mod conclude;
+mod events;
+mod reap;
+mod requests;
+mod signals;
+
+use crate::cli::{ForwardTo, RunArgs, ScopeArg, StopOrder, WhenChildExits};
+use crate::control::proto::{self, ErrorCode};
+use crate::control::{self, ConnId, Request};
+use crate::event_loop::{self, Interest};
+use crate::exec::{Exec, ExecEnd};
+use crate::exit::{self, Exit};
+use crate::forward;
+use crate::msg;
+use crate::proctable::Scope;
+use crate::signal::Sig;
+use crate::spawn::{self, SpawnError};
+use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan};
+use crate::sys::{self, ChildSetup, ChildState};
+use crate::terminal::Terminal;
+use crate::verdict::{ChildReport, Reason, Verdict};
+use anyhow::Context;
+use nix::poll::PollFlags;
+use nix::unistd::Pid;
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::time::{Duration, Instant};
+
+/// The main child, from spawn to reap.
+struct MainChild {
+    pid: Option<Pid>,
+    pidfd: Option<OwnedFd>,
+    status: Option<ChildState>,
+    spawn_error: Option<i32>,
+}
+
+impl MainChild {
+    fn alive(&self) -> bool {
+        self.pid.is_some() && self.status.is_none()
+    }
+
+    fn report(&self) -> ChildReport {
+        ChildReport {
+            pid: self.pid.map(Pid::as_raw),
+            exit_code: match self.status {
+                Some(ChildState::Exited(c)) => Some(c),
+                _ => self.spawn_error,
+            },
+            signal: match self.status {
+                Some(ChildState::Signaled(s)) => Some(s.name()),
+                _ => None,
+            },
+        }
+    }
+}
+
+enum State {
+    Running,
+    /// The child exited under `--when-child-exits wait`: watching the rest leave on its own.
+    Watching(Stop),
+    Stopping(Stop),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Token {
+    Signals,
+    Parent,
+    Member(Pid),
+    Control(control::Token),
+    ExecMember(ConnId, Pid),
+}
+
+/// Everything the run loop owns.
+pub struct Supervisor {
+    args: RunArgs,
+    pid1: bool,
+    terminal: Terminal,
+    sources: Sources,
+    child: MainChild,
+    started: Instant,
+    state: State,
+    record: Record,
+    requests: Requests,
+    execs: Execs,
+}
+
+/// What wakes the run besides its members: signals, and the parent's exit (`--parent-death`).
+struct Sources {
+    signals: OwnedFd,
+    parent: Option<OwnedFd>,
+}
+
+/// What the verdict reports beyond the stop's own outcome.
+#[derive(Default)]
+struct Record {
+    /// Why the stop began: the first reason wins (see `begin_stop`).
+    reason: Option<Reason>,
+    trigger: Option<Sig>,
+    errors: Vec<String>,
+    reaped: u64,
+}
+
+/// The control socket and the clients it owes an answer.
+#[derive(Default)]
+struct Requests {
+    server: Option<control::Server>,
+    /// Control clients waiting for the verdict of a stop they asked for.
+    stop_waiters: Vec<ConnId>,
+    grace: Option<Duration>,
+}
+
+/// The running execs, and what finished ones left for the run's verdict.
+#[derive(Default)]
+struct Execs {
+    running: BTreeMap<ConnId, Exec>,
+    /// A stop (of the run or of an exec) was not confirmed: no new execs.
+    unconfirmed: bool,
+    sent: BTreeMap<String, u64>,
+    survivors: Vec<crate::proctable::Proc>,
+}
+
+/// What the run hands back to main: the verdict and the clients still owed it.
+pub struct Ended {
+    pub verdict: Verdict,
+    pub control: Option<control::Server>,
+    pub stop_waiters: Vec<ConnId>,
+    /// End by this signal once the verdict is written, as the child ended (see `exit`).
+    pub by_signal: Option<Sig>,
+}
+
+impl Supervisor {
+    /// Sets up signals, the reaper role and the parent watch; nothing is started yet.
+    pub fn new(args: RunArgs) -> anyhow::Result<Supervisor> {
+        sys::raise_nofile_limit();
+        let pid1 = sys::own_pid().as_raw() == 1;
+        let signals = sys::signalfd_for_all().context("setting up signal handling (signalfd)")?;
+        if !pid1 {
+            sys::set_child_subreaper()
+                .context("becoming the child subreaper (PR_SET_CHILD_SUBREAPER)")?;
+        }
+        let parent = if args.parent_death {
+            watch_parent()?
+        } else {
+            None
+        };
+        let control = match &args.control {
+            Some(path) => Some(control::Server::bind(path)?),
+            None => None,
+        };
+        Ok(Supervisor {
+            pid1,
+            terminal: Terminal::decide(
+                args.session,
+                args.scope == ScopeArg::Group
+                    || args
+                        .rewrite
+                        .iter()
+                        .any(|r| Terminal::rewrites_terminal_signal(r.from)),
+            ),
+            sources: Sources { signals, parent },
+            child: MainChild {
+                pid: None,
+                pidfd: None,
+                status: None,
+                spawn_error: None,
+            },
+            started: Instant::now(),
+            state: State::Running,
+            record: Record::default(),
+            requests: Requests {
+                server: control,
+                ..Requests::default()
+            },
+            execs: Execs::default(),
+            args,
+        })
+    }
+
+    fn scope(&self) -> Scope {
+        match (self.args.scope, self.child.pid) {
+            (ScopeArg::Group, Some(pid)) => Scope::Group(pid),
+            _ => Scope::Tree,
+        }
+    }
+
+    /// Runs the command to the end and returns the verdict (not yet written).
+    pub fn run(mut self) -> Ended {
+        self.start_child();
+        // The run no longer needs the caller's working directory, and holding it would keep its
+        // mount busy for as long as the run lasts (`umount`: busy), as dumb-init knows.
+        if let Err(e) = std::env::set_current_dir("/") {
+            msg::verbose(format_args!("could not leave the working directory: {e}"));
+        }
+        // A failure inside vloer-run still ends in the stop and the verdict, driven by the same
+        // loop: the stop starts (the run's own reason stays if one was under way) and the loop
+        // goes on. A second failure leaves the stop where it is: the verdict then says false.
+        for attempt in 0..2 {
+            match self.event_loop() {
+                Ok(()) => break,
+                Err(e) => {
+                    msg::error(format_args!("{e:#}"));
+                    self.record.errors.push(format!("{e:#}"));
+                    if attempt == 0 {
+                        self.begin_stop(Reason::Error, None);
+                    }
+                }
+            }
+        }
+        self.conclude()
+    }
+
+    fn start_child(&mut self) {
+        let setup = ChildSetup {
+            keep_group: self.terminal.shared_group,
+            ..self.child_setup(self.terminal.give_at_start)
+        };
+        self.started = Instant::now();
+        match spawn::spawn_main(&self.args.command, setup) {
+            Ok(pid) => {
+                msg::verbose(format_args!(
+                    "started {} as pid {pid}",
+                    exit::command_words(&self.args.command[..1])
+                ));
+                self.child.pid = Some(pid);
+                // The child stays our unreaped child until we wait for it, so its pid is stable.
+                self.child.pidfd = sys::pidfd_open(pid).ok();
+                crate::proctable::warm_up();
+                if self.terminal.give_at_start {
+                    // Both sides call tcsetpgrp so neither order of scheduling leaves a gap.
+                    let _ = sys::tcsetpgrp(0, pid);
+                }
+            }
+            Err(e) => {
+                let (SpawnError::NotFound(err) | SpawnError::CannotExecute(err)) = &e;
+                msg::error(format_args!(
+                    "cannot run {}: {err}",
+                    exit::command_words(&self.args.command[..1])
+                ));
+                self.child.spawn_error = Some(e.exit_code());
+                self.begin_stop(Reason::ChildExited, None);
+            }
+        }
+    }
+
+    fn child_setup(&self, foreground: bool) -> ChildSetup {
+        ChildSetup {
+            new_session: self.args.session,
+            keep_group: false,
+            controlling_tty: false,
+            foreground_tty: foreground.then_some(0),
+            parent_death_signal: (!self.args.child_pdeathsig.is_none())
+                .then_some(self.args.child_pdeathsig),
+            parent: sys::own_pid().as_raw(),
+        }
+    }
+
+    /// The main child's process group.
+    fn child_group(&self) -> Pid {
+        if self.terminal.shared_group {
+            return self.terminal.me_pgid;
+        }
+        self.child.pid.unwrap_or(Pid::from_raw(0))
+    }
+
+    fn timeout_deadline(&self) -> Option<Instant> {
+        self.args
+            .timeout
+            .filter(|t| !t.is_zero())
+            .map(|t| self.started + t)
+    }
+
+    fn main_done(&self) -> bool {
+        matches!(&self.state, State::Stopping(s) | State::Watching(s) if s.is_done())
+    }
+
+    fn plan(&self, first: Option<(FirstTarget, Sig, Sig)>) -> StopPlan {
+        StopPlan {
+            scope: self.scope(),
+            stop_signal: self.args.stop_signal,
+            grace: self.requests.grace.unwrap_or(self.args.grace),
+            kill_timeout: self.args.kill_timeout,
+            first,
+            first_word: match (self.args.stop_order, self.child.pid) {
+                (StopOrder::Child, Some(child)) if self.child.alive() => Some(FirstWord {
+                    child,
+                    group: self.child_group(),
+                }),
+                _ => None,
+            },
+        }
+    }
+
+    /// Starts the stop unless one is under way: the first reason wins.
+    fn begin_stop(&mut self, reason: Reason, first: Option<(FirstTarget, Sig, Sig)>) {
+        if matches!(self.state, State::Stopping(_)) {
+            return;
+        }
+        // A watch after the child's exit keeps its reason unless something else ends it first.
+        if !(matches!(self.state, State::Watching(_)) && reason == Reason::ChildExited) {
+            self.record.reason = Some(reason);
+        }
+        if self.record.reason.is_none() {
+            self.record.reason = Some(reason);
+        }
+        msg::verbose(format_args!("stopping: {}", reason.words()));
+        self.state = State::Stopping(Stop::begin(self.plan(first), Instant::now()));
+        self.stop_execs();
+    }
+
+    /// The run is ending: every exec stops too. Under `--scope tree` the run's own stop already
+    /// signals them, so their stops only watch.
+    fn stop_execs(&mut self) {
+        let plan = self.plan(None);
+        let watch = self.args.scope == ScopeArg::Tree && matches!(self.state, State::Stopping(_));
+        for e in self.execs.running.values_mut() {
+            e.begin_stop(ExecEnd::RunEnded, plan, watch);
+        }
+    }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// A pidfd on our parent, readable when it exits.
+fn watch_parent() -> anyhow::Result<Option<OwnedFd>> {
+    let ppid = nix::unistd::getppid();
+    if ppid.as_raw() <= 1 {
+        msg::warn(format_args!(
+            "--parent-death: the parent is already gone or is init; nothing to watch"
+        ));
+        return Ok(None);
+    }
+    match sys::pidfd_open(ppid) {
+        Ok(fd) => {
+            if nix::unistd::getppid() != ppid {
+                anyhow::bail!("--parent-death: the parent exited before vloer-run started");
+            }
+            Ok(Some(fd))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
+            msg::warn(format_args!("--parent-death needs pidfd_open (Linux 5.3); this kernel has none, so the parent is not watched"));
+            Ok(None)
+        }
+        Err(e) => Err(e).context("--parent-death: watching the parent process"),
+    }
+}

@@ -1,0 +1,98 @@
+//! Reaping: every child that changed state, routed to its owner (the main child or an exec).
+
+use super::*;
+
+impl Supervisor {
+    /// Reaps every child that has changed state; the main child's end may start the stop.
+    pub(super) fn reap(&mut self) {
+        // Stop reports are only acted on for the main child; one ask per batch is enough, since
+        // a report queued after it comes with its own SIGCHLD.
+        let mut job = self.child.pid.filter(|_| self.child.status.is_none());
+        loop {
+            let (pid, state) = match sys::wait_any(job.take()) {
+                Ok(Some(x)) => x,
+                Ok(None) => break,
+                Err(e) => {
+                    self.record.errors.push(format!("waitpid: {e}"));
+                    break;
+                }
+            };
+            let is_main = Some(pid) == self.child.pid;
+            let plan = self.plan(None);
+            if let Some(e) = self.execs.running.values_mut().find(|e| e.pid == pid) {
+                if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
+                    self.record.reaped += 1;
+                    e.status = Some(state);
+                    msg::verbose(format_args!("exec {pid} ended: {state}"));
+                    e.begin_stop(ExecEnd::Exited, plan, false);
+                }
+                continue;
+            }
+            match state {
+                ChildState::Exited(_) | ChildState::Signaled(_) if is_main => {
+                    msg::verbose(format_args!("child {pid} ended: {state}"));
+                    self.child.status = Some(state);
+                    self.child.pidfd = None;
+                    if let State::Stopping(s) = &mut self.state {
+                        s.release(Instant::now());
+                    }
+                    // A reason means a stop already ran: `conclude` puts the state back to Running
+                    // and reaps once more, and a child whose exit is only collected then (its
+                    // pidfd told the stop before SIGCHLD was read) must not start a second stop
+                    // that renames the first one's reason (timeout or signal became child_exited).
+                    if matches!(self.state, State::Running) && self.record.reason.is_none() {
+                        match self.args.when_child_exits {
+                            WhenChildExits::Stop => self.begin_stop(Reason::ChildExited, None),
+                            WhenChildExits::Wait => {
+                                self.record.reason = Some(Reason::ChildExited);
+                                self.state =
+                                    State::Watching(Stop::watch(self.plan(None), Instant::now()));
+                                self.stop_execs();
+                            }
+                        }
+                    }
+                }
+                ChildState::Exited(_) | ChildState::Signaled(_) => {
+                    self.record.reaped += 1;
+                    msg::verbose(format_args!("reaped {pid}: {state}"));
+                }
+                ChildState::Stopped(sig) if is_main && sig.is_job_control() && !self.pid1 => {
+                    // Only stop along if the child is still stopped: a SIGCONT may have been
+                    // forwarded since this report was queued.
+                    let still = crate::proctable::read(pid)
+                        .ok()
+                        .flatten()
+                        .filter(|p| p.state == "T");
+                    if let (Some(p), State::Running) = (still, &self.state) {
+                        // Stopped for reading or setting the terminal while our group has it: a
+                        // job brought to the front by `fg` while it ran (no SIGCONT then). It only
+                        // lacked the terminal, so hand it over and continue its group (the kernel
+                        // stopped all of it) instead of stopping the job.
+                        if sig != Sig::TSTP && self.give_terminal_to(p.pgid) {
+                            msg::verbose(format_args!("child stopped by {sig} while vloer-run has the terminal; handing it over"));
+                            let _ = sys::killpg(p.pgid, Sig::CONT);
+                            continue;
+                        }
+                        msg::verbose(format_args!(
+                            "child stopped by {sig}; stopping vloer-run too"
+                        ));
+                        sys::stop_self(sig);
+                    }
+                }
+                ChildState::Stopped(sig)
+                    if is_main && sig.is_job_control() && self.pid1 && self.terminal.handing() =>
+                {
+                    // As PID 1 there is no shell to `fg` the job: a Ctrl-Z would hang the
+                    // terminal for good (dumb-init#184), so the child is continued at once.
+                    msg::verbose(format_args!(
+                        "child stopped by {sig}; as PID 1 nobody could resume it, so continuing it"
+                    ));
+                    if let Some(pgid) = crate::proctable::read(pid).ok().flatten().map(|p| p.pgid) {
+                        let _ = sys::killpg(pgid, Sig::CONT);
+                    }
+                }
+                ChildState::Stopped(_) | ChildState::Continued => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Control requests and the execs they start: status, stop, exec, cancel, and each exec's end.
+
+use super::*;
+
+impl Supervisor {
+    /// Moves exec stops on, and reports every finished exec to its client.
+    pub(super) fn progress_execs(&mut self, now: Instant) {
+        let mut finished = Vec::new();
+        for (id, e) in self.execs.running.iter_mut() {
+            if let Some(s) = &mut e.stop {
+                s.progress(now);
+                if s.is_done() {
+                    finished.push(*id);
+                }
+            }
+        }
+        if !finished.is_empty() {
+            // A pidfd can report an exit a moment before the SIGCHLD for it is queued; the
+            // zombie is already there, so collect its status before reporting.
+            self.reap();
+        }
+        for id in finished {
+            self.finish_exec(id, now);
+        }
+    }
+
+    pub(super) fn finish_exec(&mut self, id: ConnId, now: Instant) {
+        let Some(mut e) = self.execs.running.remove(&id) else {
+            return;
+        };
+        let Some(stop) = e.stop.take() else { return };
+        let outcome = stop.finish(now, false);
+        let report = e.report(&outcome);
+        msg::verbose(format_args!(
+            "exec {} ended: status {} ({})",
+            e.pid, report.status, report.reason
+        ));
+        for (k, v) in &outcome.sent {
+            *self.execs.sent.entry(k.clone()).or_default() += v;
+        }
+        if !report.stopped {
+            self.execs.unconfirmed = true;
+            self.execs.survivors.extend(outcome.survivors);
+            if let Some(err) = &outcome.error {
+                self.record.errors.push(format!("exec {}: {err}", e.pid));
+            }
+        }
+        if let Some(c) = &mut self.requests.server {
+            let line = serde_json::json!({ "exit": report }).to_string() + "\n";
+            c.send(id, &line, true);
+        }
+    }
+
+    pub(super) fn on_control(&mut self, event: control::Event) {
+        match event {
+            control::Event::Request(id, Request::Stop { grace }) => {
+                self.requests.stop_waiters.push(id);
+                if !matches!(self.state, State::Stopping(_)) {
+                    self.requests.grace = grace;
+                    msg::verbose(format_args!("stop requested on the control socket"));
+                    self.begin_stop(Reason::Control, None);
+                }
+            }
+            control::Event::Request(id, Request::Status) => {
+                let line = self.status_json().to_string() + "\n";
+                if let Some(c) = &mut self.requests.server {
+                    c.send(id, &line, true);
+                }
+            }
+            control::Event::Request(id, Request::Exec(req)) => {
+                let refusal = if self.execs.unconfirmed {
+                    Some((
+                        ErrorCode::StopUnconfirmed,
+                        "a stop in this run was not confirmed; no new execs".to_string(),
+                    ))
+                } else if !matches!(self.state, State::Running) {
+                    Some((
+                        ErrorCode::Stopping,
+                        "the run is stopping; no new execs".to_string(),
+                    ))
+                } else {
+                    None
+                };
+                // An exec gets its own process group even when the main child has a session.
+                let setup = ChildSetup {
+                    new_session: false,
+                    ..self.child_setup(false)
+                };
+                let reply = match refusal {
+                    Some((code, text)) => Err(proto::error_line(code, &text)),
+                    None => match Exec::start(id, req, setup) {
+                        Ok(e) => {
+                            msg::verbose(format_args!(
+                                "exec {} started as pid {}",
+                                exit::command_words(&e.argv),
+                                e.pid
+                            ));
+                            let line = serde_json::json!({ "exec": { "pid": e.pid.as_raw() } })
+                                .to_string()
+                                + "\n";
+                            self.execs.running.insert(id, e);
+                            Ok(line)
+                        }
+                        Err(err) => {
+                            let (SpawnError::NotFound(io) | SpawnError::CannotExecute(io)) = &err;
+                            Err(proto::error_reply(
+                                ErrorCode::SpawnFailed,
+                                &format!("cannot run: {io}"),
+                                Some(err.exit_code()),
+                            ))
+                        }
+                    },
+                };
+                if let Some(c) = &mut self.requests.server {
+                    match reply {
+                        Ok(line) => c.send(id, &line, false),
+                        Err(line) => c.send(id, &line, true),
+                    }
+                }
+            }
+            control::Event::Cancel(id) => {
+                let plan = self.plan(None);
+                if let Some(e) = self.execs.running.get_mut(&id) {
+                    msg::verbose(format_args!("exec {} cancelled by its client", e.pid));
+                    e.begin_stop(ExecEnd::Client, plan, false);
+                }
+            }
+        }
+    }
+
+    pub(super) fn status_json(&self) -> serde_json::Value {
+        let processes: Vec<serde_json::Value> = match crate::proctable::scan(self.scope(), &Default::default()) {
+            Ok(procs) => procs
+                .into_iter()
+                .filter(crate::proctable::Proc::is_live)
+                .map(|p| {
+                    serde_json::json!({
+                        "pid": p.pid.as_raw(), "ppid": p.ppid.as_raw(), "pgid": p.pgid.as_raw(),
+                        "state": p.state, "comm": p.comm, "cmdline": crate::proctable::cmdline(p.pid),
+                    })
+                })
+                .collect(),
+            Err(e) => return serde_json::json!({ "error": e.0, "code": "proc_unreadable" }),
+        };
+        let execs: Vec<serde_json::Value> = self
+            .execs
+            .running
+            .values()
+            .map(|e| {
+                serde_json::json!({
+                    "pid": e.pid.as_raw(),
+                    "argv": e.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+                    "elapsed_ms": e.started.elapsed().as_millis() as u64,
+                    "state": if e.stop.is_some() { "stopping" } else { "running" },
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "pid": sys::own_pid().as_raw(),
+            "state": match self.state { State::Running => "running", State::Watching(_) => "waiting", State::Stopping(_) => "stopping" },
+            "scope": match self.args.scope { ScopeArg::Tree => "tree", ScopeArg::Group => "group" },
+            "child": {
+                "pid": self.child.pid.map(Pid::as_raw),
+                "alive": self.child.alive(),
+                "exit_code": self.child.report().exit_code,
+                "signal": self.child.report().signal,
+            },
+            "uptime_ms": self.started.elapsed().as_millis() as u64,
+            "processes": processes,
+            "execs": execs,
+            "schema": 1,
+        })
+    }
+}
