@@ -1,11 +1,11 @@
 //! What a received signal does: a pure decision (`decide`), then the delivery to the child's
 //! group or the child, never to a process outside the run.
 
-use crate::proctable::{self, Scope};
+use crate::proctable::{self, Handle, Proc, Scope};
 use crate::signal::{Rewrite, Sig};
 use crate::{msg, sys};
 use nix::unistd::Pid;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 
 /// What the run knows when a signal arrives.
 #[derive(Clone, Copy, Debug, Default)]
@@ -116,27 +116,12 @@ fn forward_to_group_in_tree(pgid: Pid, sig: Sig) {
     let tree: std::collections::HashSet<Pid> = procs.iter().map(|p| p.pid).collect();
     let mut sent = 0;
     for p in procs.iter().filter(|p| p.pgid == pgid && p.is_live()) {
-        let fd = match sys::pidfd_open(p.pid) {
-            Ok(fd) => Some(fd),
-            // As the stop does on kernels without pidfds: kill(2) right after the re-read.
-            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => None,
-            Err(_) => continue,
-        };
-        let same = proctable::read(p.pid).ok().flatten().is_some_and(|f| {
-            f.starttime == p.starttime
-                && f.pgid == pgid
-                && f.is_live()
-                && proctable::belongs(&f, Scope::Tree, &tree)
-        });
-        if !same {
-            continue;
-        }
-        let result = match &fd {
-            Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
-            None => sys::kill(p.pid, sig),
-        };
-        if result.is_ok() {
-            sent += 1;
+        let still =
+            |f: &Proc| f.pgid == pgid && f.is_live() && proctable::belongs(f, Scope::Tree, &tree);
+        if let Ok(Some((handle, _))) = Handle::open(p, still) {
+            if handle.signal(sig).is_ok() {
+                sent += 1;
+            }
         }
     }
     msg::verbose(format_args!(

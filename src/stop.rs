@@ -1,11 +1,11 @@
 //! The stop protocol: polite signal, event-driven grace, SIGKILL rounds with rescans, then proof.
 
-use crate::proctable::{self, Proc, ProcError, Scope};
+use crate::proctable::{self, Handle, Proc, ProcError, Scope};
 use crate::signal::Sig;
 use crate::sys;
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 /// How often the scope is rescanned when the kernel has no pidfds to wake us.
@@ -60,9 +60,7 @@ enum Phase {
 }
 
 struct Tracked {
-    fd: Option<OwnedFd>,
-    /// With the pid, what names the process: a recycled pid has another start time.
-    starttime: u64,
+    handle: Handle,
     /// SIGKILL was refused (EPERM): waiting longer will not help.
     unkillable: bool,
 }
@@ -164,7 +162,7 @@ impl Stop {
     /// cost O(n²) (1000 processes: 190 ms).
     pub fn pidfds(&self) -> impl Iterator<Item = (Pid, BorrowedFd<'_>)> {
         fn fd_of<'a>((pid, t): (&Pid, &'a Tracked)) -> Option<(Pid, BorrowedFd<'a>)> {
-            t.fd.as_ref().map(|fd| (*pid, fd.as_fd()))
+            t.handle.pidfd().map(|fd| (*pid, fd))
         }
         let killable = self
             .tracked
@@ -193,8 +191,9 @@ impl Stop {
             .tracked
             .iter()
             .filter_map(|(pid, t)| {
-                t.fd.as_ref()
-                    .map(|fd| (*pid, PollFd::new(fd.as_fd(), PollFlags::POLLIN)))
+                t.handle
+                    .pidfd()
+                    .map(|fd| (*pid, PollFd::new(fd, PollFlags::POLLIN)))
             })
             .unzip();
         if fds.is_empty() || nix::poll::poll(&mut fds, PollTimeout::ZERO).unwrap_or(0) <= 0 {
@@ -309,7 +308,7 @@ impl Stop {
                 .map(|p| (p.pid, p.starttime))
                 .collect();
             self.tracked
-                .retain(|pid, t| live.get(pid) == Some(&t.starttime));
+                .retain(|pid, t| live.get(pid) == Some(&t.handle.starttime));
         }
         for p in members.iter().filter(|p| p.is_live()) {
             if self.tracked.contains_key(&p.pid) {
@@ -382,7 +381,7 @@ impl Stop {
                 return;
             }
             let sigs = self.signals_for(p);
-            let result = self.deliver(p, Some(fd), sigs);
+            let result = self.deliver(p, Handle::of(p, Some(fd)), sigs);
             self.record(p.pid, result);
         })
     }
@@ -418,49 +417,32 @@ impl Stop {
         }
     }
 
-    /// Opens a pidfd, re-reads the process to prove the pid still names a member, then signals
-    /// through the pidfd. `Ok(None)`: it is gone, or no longer a member.
+    /// Opens a handle (which re-reads the process to prove the pid still names a live member),
+    /// then signals it. `Ok(None)`: it is gone, or no longer a member.
     fn open_and_signal(
         &mut self,
         p: &Proc,
         known: &HashSet<Pid>,
         sigs: Signals,
     ) -> Result<Option<Tracked>, String> {
-        let fd = match sys::pidfd_open(p.pid) {
-            Ok(fd) => Some(fd),
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
-            Err(e) if e.kind() == std::io::ErrorKind::Unsupported => None,
-            Err(e) => return Err(format!("pidfd_open({}): {e}", p.pid)),
-        };
-        let fresh = match proctable::read(p.pid) {
-            Ok(Some(f)) => f,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(e.0),
-        };
-        if fresh.starttime != p.starttime
-            || !fresh.is_live()
-            || !proctable::belongs(&fresh, self.plan.scope, known)
-        {
-            return Ok(None);
+        let scope = self.plan.scope;
+        let still = |f: &Proc| f.is_live() && proctable::belongs(f, scope, known);
+        match Handle::open(p, still)? {
+            Some((handle, fresh)) => self.deliver(&fresh, handle, sigs),
+            None => Ok(None),
         }
-        self.deliver(&fresh, fd, sigs)
     }
 
-    /// Signals `p` (read after `fd` was opened on it, so `fd` names it) and returns what to track.
-    /// `Ok(None)`: it is gone.
+    /// Signals `p` through `handle` and returns what to track. `Ok(None)`: it is gone.
     fn deliver(
         &mut self,
         p: &Proc,
-        fd: Option<OwnedFd>,
+        handle: Handle,
         sigs: Signals,
     ) -> Result<Option<Tracked>, String> {
         let mut unkillable = false;
-        let send = |sig| match &fd {
-            Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
-            None => sys::kill(p.pid, sig),
-        };
         for sig in sigs.iter() {
-            match send(sig) {
+            match handle.signal(sig) {
                 Ok(()) => {
                     *self.sent.entry(sig.name()).or_default() += 1;
                     crate::msg::verbose(format_args!("sent {sig} to {} ({})", p.pid, p.comm));
@@ -468,7 +450,7 @@ impl Stop {
                     if p.state == "T"
                         && sig != Sig::KILL
                         && sig != Sig::CONT
-                        && send(Sig::CONT).is_ok()
+                        && handle.signal(Sig::CONT).is_ok()
                     {
                         *self.sent.entry(Sig::CONT.name()).or_default() += 1;
                     }
@@ -484,11 +466,7 @@ impl Stop {
                 }
             }
         }
-        Ok(Some(Tracked {
-            fd,
-            starttime: p.starttime,
-            unkillable,
-        }))
+        Ok(Some(Tracked { handle, unkillable }))
     }
 
     /// Step 4: confirm. `proven_empty`: the kernel showed the scope empty (see the run's

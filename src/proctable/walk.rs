@@ -1,0 +1,235 @@
+//! Reading the scope from /proc: the tree by its children files (or all of /proc where the
+//! kernel has none), the group, an exec's processes.
+
+use super::*;
+use std::path::Path;
+
+/// The one-time costs of a scan, paid while the child starts rather than after it ends (the stop
+/// of a short run is on its critical path): the first lookup of our own /proc entries (about
+/// 50 µs here: the kernel builds their inodes), the children-file probe, our pid, and the hash
+/// keys the scans' sets ask getrandom(2) for. Every scan still checks /proc itself.
+pub fn warm_up() {
+    // Probe (and cache) the kernel feature only through a proper /proc: in a container the child
+    // itself may mount it later, and the probe then waits for the first scan.
+    if check_procfs().is_ok() {
+        have_children_files(me());
+    }
+    let _ = std::collections::hash_map::RandomState::new();
+}
+
+/// Whether the kernel lists children in `/proc/PID/task/TID/children`.
+pub(super) fn have_children_files(me: Pid) -> bool {
+    // A kernel feature does not come and go during a run; ask once.
+    static HAVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *HAVE.get_or_init(|| Path::new(&format!("/proc/{me}/task/{me}/children")).exists())
+}
+
+pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<(), ProcError> {
+    let mut read_one = |path: String| -> Result<(), ProcError> {
+        match read_proc_file(&path) {
+            Ok(s) => {
+                let s = String::from_utf8_lossy(&s);
+                out.extend(
+                    s.split_ascii_whitespace()
+                        .filter_map(|t| t.parse().ok())
+                        .map(Pid::from_raw),
+                );
+                Ok(())
+            }
+            Err(e) if gone(&e) => Ok(()),
+            Err(e) => Err(ProcError(format!("reading {path}: {e}"))),
+        }
+    };
+    if threads <= 1 {
+        return read_one(format!("/proc/{pid}/task/{pid}/children"));
+    }
+    // Children belong to the thread that forked them.
+    let dir = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+        Ok(d) => d,
+        Err(e) if gone(&e) => return Ok(()),
+        Err(e) => return Err(ProcError(format!("reading /proc/{pid}/task: {e}"))),
+    };
+    for entry in dir.flatten() {
+        if let Some(tid) = entry.file_name().to_str() {
+            read_one(format!("/proc/{pid}/task/{tid}/children"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The pid a /proc directory entry names; None for the entries that are not processes.
+pub(super) fn pid_entry(entry: &std::fs::DirEntry) -> Option<i32> {
+    entry.file_name().to_str()?.parse().ok()
+}
+
+/// Every process in /proc (the fallback when children files are missing).
+pub(super) fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
+    let dir = std::fs::read_dir("/proc").map_err(|e| ProcError(format!("reading /proc: {e}")))?;
+    let mut out = Vec::new();
+    for entry in dir {
+        let entry = entry.map_err(|e| ProcError(format!("reading /proc: {e}")))?;
+        let Some(pid) = pid_entry(&entry) else {
+            continue;
+        };
+        if pid == me.as_raw() {
+            continue;
+        }
+        if let Some(p) = read(Pid::from_raw(pid))? {
+            out.push(p);
+        }
+    }
+    Ok(out)
+}
+
+/// Reads the scope afresh: every process in it, zombies included (callers filter with `is_live`).
+/// vloer-run itself is never part of it. `seeds` are processes already known to be members
+/// (an exec's tracked processes), whose children belong too even after they were reparented.
+pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> {
+    check_procfs()?;
+    let me = me();
+    match scope {
+        // Only inside the tree: every member of the child's group descends from vloer-run (its
+        // reaper), while a process elsewhere with that group id took the number after the group
+        // emptied and the child was reaped, and must never be signalled.
+        Scope::Group(pgid) => Ok(tree(me)?
+            .into_iter()
+            .filter(|p| p.pgid == pgid || p.pid == pgid)
+            .collect()),
+        Scope::Tree => tree(me),
+        Scope::Exec { root, id } => {
+            let procs = tree(me)?;
+            let mut inside: HashSet<Pid> = seeds.clone();
+            inside.extend(
+                procs
+                    .iter()
+                    .filter(|p| p.pid == root || p.pgid == root)
+                    .map(|p| p.pid),
+            );
+            // Lineage is lost when an orphan is reparented to us; the marker in its environment
+            // (inherited across fork and exec) still says which exec it came from.
+            let marker = exec_marker(id);
+            let mut procs = procs;
+            for p in procs.iter_mut().filter(|p| p.ppid == me && p.is_live()) {
+                match has_env(p.pid, &marker) {
+                    Ok(true) => {
+                        inside.insert(p.pid);
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        p.doubt = Some(format!(
+                            "cannot tell whether pid {} ({}) belongs to this exec: {e}",
+                            p.pid, p.comm
+                        ));
+                    }
+                }
+            }
+            close_over_children(&procs, &mut inside);
+            // A doubtful process is reported, not walked: its children are as doubtful.
+            inside.extend(procs.iter().filter(|p| p.doubt.is_some()).map(|p| p.pid));
+            Ok(procs
+                .into_iter()
+                .filter(|p| inside.contains(&p.pid))
+                .collect())
+        }
+    }
+}
+
+/// Adds to `inside` every process whose parent is inside, until nothing changes (parents may be
+/// listed after their children).
+pub(super) fn close_over_children(procs: &[Proc], inside: &mut HashSet<Pid>) {
+    loop {
+        let before = inside.len();
+        for p in procs {
+            if inside.contains(&p.ppid) {
+                inside.insert(p.pid);
+            }
+        }
+        if inside.len() == before {
+            break;
+        }
+    }
+}
+
+/// Every descendant of `me`, read through the children files in O(tree), or from a full scan of
+/// /proc where the kernel has no children files.
+pub(super) fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
+    if !have_children_files(me) {
+        let procs = all(me)?;
+        let mut inside: HashSet<Pid> = HashSet::from([me]);
+        close_over_children(&procs, &mut inside);
+        return Ok(procs
+            .into_iter()
+            .filter(|p| inside.contains(&p.pid))
+            .collect());
+    }
+    walk(me, None)
+}
+
+/// What `walk` calls with each live process, its pidfd and the pids seen so far.
+type Visit<'a> = dyn FnMut(&Proc, OwnedFd, &HashSet<Pid>) + 'a;
+
+/// Every descendant of `me`, read through the children files. With a visitor, it also opens a
+/// pidfd on each process and passes each live one to the visitor once its children are queued.
+pub(super) fn walk(me: Pid, mut visit: Option<&mut Visit<'_>>) -> Result<Vec<Proc>, ProcError> {
+    let mut out = Vec::new();
+    let mut seen = HashSet::new();
+    let mut queue = Vec::new();
+    children_of(me, 1, &mut queue)?;
+    loop {
+        while let Some(pid) = queue.pop() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            // Open the pidfd before reading the stat, so one read both describes the process and
+            // proves what the pidfd names. If the pid was recycled in between, the read shows
+            // another process or none, and a signal through the pidfd reaches no one. A failed
+            // open only means no visit: the caller's general path retries the process.
+            let fd = match visit {
+                Some(_) => crate::sys::pidfd_open(pid).ok(),
+                None => None,
+            };
+            if let Some(p) = read(pid)? {
+                if p.is_live() {
+                    children_of(pid, p.threads, &mut queue)?;
+                    if let (Some(visit), Some(fd)) = (visit.as_deref_mut(), fd) {
+                        visit(&p, fd, &seen);
+                    }
+                }
+                out.push(p);
+            }
+        }
+        if !reparented_since(me, &seen, &mut queue)? {
+            return Ok(out);
+        }
+    }
+}
+
+/// Re-reads our own children: a process that exited during the walk after its parent's children
+/// were read, but before its own were, handed them to us (the reaper). Queues those not seen yet;
+/// `false` when there are none, so the walk is complete.
+pub(super) fn reparented_since(
+    me: Pid,
+    seen: &HashSet<Pid>,
+    queue: &mut Vec<Pid>,
+) -> Result<bool, ProcError> {
+    if seen.is_empty() {
+        // We had no children: nothing of the scope was alive to hand us any.
+        return Ok(false);
+    }
+    let mut now = Vec::new();
+    children_of(me, 1, &mut now)?;
+    queue.extend(now.into_iter().filter(|p| !seen.contains(p)));
+    Ok(!queue.is_empty())
+}
+
+/// `--scope tree` read for a stop: the walk of `tree`, with each live process, its pidfd and the
+/// pids seen so far passed to `visit` (see `walk`). `None` without children files or pidfds.
+pub fn walk_tree(
+    visit: &mut dyn FnMut(&Proc, OwnedFd, &HashSet<Pid>),
+) -> Option<Result<Vec<Proc>, ProcError>> {
+    let me = me();
+    if !have_children_files(me) || !crate::sys::have_pidfd() {
+        return None;
+    }
+    Some(check_procfs().and_then(|()| walk(me, Some(visit))))
+}
