@@ -1,5 +1,10 @@
 //! The stop protocol: polite signal, event-driven grace, SIGKILL rounds with rescans, then proof.
 
+mod plan;
+
+pub use plan::{FirstTarget, FirstWord, StopPlan};
+use plan::{Phase, Signals};
+
 use crate::proctable::{self, Handle, Proc, ProcError, Scope};
 use crate::signal::Sig;
 use crate::sys;
@@ -11,74 +16,10 @@ use std::time::{Duration, Instant};
 /// How often the scope is rescanned when the kernel has no pidfds to wake us.
 const FALLBACK_TICK: Duration = Duration::from_millis(20);
 
-/// The knobs of one stop.
-#[derive(Clone, Copy, Debug)]
-pub struct StopPlan {
-    pub scope: Scope,
-    pub stop_signal: Sig,
-    pub grace: Duration,
-    pub kill_timeout: Duration,
-    /// The signal that started the stop, forwarded: in step 1 these processes get the forwarded
-    /// signal (the second, after `--rewrite`), then `stop_signal` only if it differs from the
-    /// received one (the third), so none of them gets one signal twice.
-    pub first: Option<(FirstTarget, Sig, Sig)>,
-    /// The main child, alive when the stop begins, gets the first word: in the grace phase only
-    /// its process group is signalled until `Stop::release` (it has exited). None: all at once.
-    pub first_word: Option<FirstWord>,
-}
-
-/// The main child and its process group, which hear from the stop before the rest of the scope.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FirstWord {
-    pub child: Pid,
-    pub group: Pid,
-}
-
-/// Who already received the signal that started the stop.
-#[derive(Clone, Copy, Debug)]
-pub enum FirstTarget {
-    Group(Pid),
-    Process(Pid),
-}
-
-impl FirstTarget {
-    fn covers(self, p: &Proc) -> bool {
-        match self {
-            FirstTarget::Group(g) => p.pgid == g,
-            FirstTarget::Process(pid) => p.pid == pid,
-        }
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// Only watching for the scope to empty by itself (`--when-child-exits wait`).
-    Watch,
-    Grace,
-    Kill,
-    Done,
-}
-
 struct Tracked {
     handle: Handle,
     /// SIGKILL was refused (EPERM): waiting longer will not help.
     unkillable: bool,
-}
-
-/// The signals one process gets in one phase of a stop, in order: at most two.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Signals([Option<Sig>; 2]);
-
-impl Signals {
-    /// `first`, then `then` unless it is the same signal or none.
-    fn of(first: Sig, then: Sig) -> Signals {
-        let then = (then != first && !then.is_none()).then_some(then);
-        Signals([(!first.is_none()).then_some(first), then])
-    }
-
-    fn iter(self) -> impl Iterator<Item = Sig> {
-        self.0.into_iter().flatten()
-    }
 }
 
 /// What the stop found at the end.
@@ -101,8 +42,6 @@ pub struct Stop {
     started: Instant,
     /// The stop could not be carried out as designed; the verdict must not say true.
     failed: bool,
-    /// Set from the plan; cleared by `release`.
-    first_word: Option<FirstWord>,
 }
 
 impl Stop {
@@ -131,7 +70,6 @@ impl Stop {
             errors: Vec::new(),
             started: now,
             failed: false,
-            first_word: plan.first_word,
         }
     }
 
@@ -213,17 +151,14 @@ impl Stop {
 
     /// The main child has exited: the rest of the scope now gets the stop signal too.
     pub fn release(&mut self, now: Instant) {
-        if self.first_word.take().is_some() && self.phase == Phase::Grace {
+        if self.plan.first_word.take().is_some() && self.phase == Phase::Grace {
             self.round(now);
         }
     }
 
     /// Whether `p` must wait for the main child's exit before the stop signals it.
     fn held(&self, p: &Proc) -> bool {
-        self.phase == Phase::Grace
-            && self
-                .first_word
-                .is_some_and(|w| p.pgid != w.group && p.pid != w.child)
+        self.plan.holds(self.phase, p)
     }
 
     /// Something happened (a child was reaped, time passed): move on if we can.
@@ -386,21 +321,9 @@ impl Stop {
         })
     }
 
-    /// What this phase sends to `p`: in the grace phase `--stop-signal`, preceded by the signal
-    /// that started the stop for those it is forwarded to (sent once: not again when it is the
-    /// stop signal itself); SIGKILL in the kill phase; nothing while watching.
+    /// What this phase sends to `p`; nothing while held (see `held`).
     fn signals_for(&self, p: &Proc) -> Signals {
-        match self.phase {
-            Phase::Watch | Phase::Done => Signals::default(),
-            Phase::Grace => match self.plan.first {
-                Some((target, forwarded, received)) if target.covers(p) => {
-                    let then = self.plan.stop_signal;
-                    Signals::of(forwarded, if then == received { Sig::NONE } else { then })
-                }
-                _ => Signals::of(self.plan.stop_signal, Sig::NONE),
-            },
-            Phase::Kill => Signals::of(Sig::KILL, Sig::NONE),
-        }
+        self.plan.signals_for(self.phase, p)
     }
 
     /// Tracks a signalled process, or remembers why it could not be signalled.
