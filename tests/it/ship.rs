@@ -1,5 +1,5 @@
 //! What ships next to the binary: the examples/ script run for real, the Kubernetes termination
-//! log, and `--version`. (Man page and completions: src/docs.rs; the static build:
+//! log, and `--version`. (Man page and completions: src/docs/; the static build:
 //! scripts/static-check.sh, run by .ci/run.)
 
 use crate::harness::{self, bin, in_mount_ns, skip, Run};

@@ -1,0 +1,149 @@
+//! The manual's hand-written sections, in a mini-markup `to_roff` turns into roff.
+
+// ---------------------------------------------------------------------------------------------
+// The control protocol, kept in one place so it is easy to amend while the wire format settles.
+// Mini-markup (see `to_roff`): "# " section, ": " tag of a tagged paragraph, "- " bullet, ``` for
+// verbatim blocks, `code` for bold.
+
+pub(super) const CONTROL_PROTOCOL: &str = r#"
+# CONTROL PROTOCOL
+`--control PATH` makes a Unix stream socket at PATH, mode 0600, removed when vloer-run exits. A path held by a live instance is refused; a stale socket is replaced. Only peers with vloer-run's uid, or root, are served (SO_PEERCRED); anyone else gets an error reply, and vloer-run logs a line.
+
+Each connection carries one request: one line of JSON from the client, at most 64 KiB (8 MiB for an exec, which carries its whole argv and environment), then JSON reply lines from vloer-run, and the connection is closed. A client that has not sent a whole line within 5 seconds gets the error `timeout`. The socket is served by the same event loop as the run, so no client can hold up the child or another client. `vloer-run stop`, `status` and `exec` speak it; so can `socat` (with `-t` longer than the stop takes: it shuts down its sending side after the request, which vloer-run answers all the same, and by default waits only 0.5 s for the reply).
+: `{"op":"stop","grace_ms":N}`
+Starts a stop (reason `control`; `grace_ms` is optional and replaces `--grace`), waits for it, and replies with the verdict line.
+: `{"op":"status"}`
+Replies with one line: vloer-run's pid, the child, every live process in the scope (pid, ppid, pgid, state, command line) and the running execs.
+: `{"op":"exec","argv":[...],...}`
+Also `cwd`, `env` (a list of [name, value] pairs), `timeout_ms` and `tty`, all optional; sent with the client's stdin, stdout and stderr as three file descriptors (SCM_RIGHTS). The instance starts argv as its own child in a new process group (with `"tty":true`, in a new session with the passed stdin, a terminal, as its controlling terminal: `vloer-run exec` sends a new pty there when its stdin and stdout are a terminal, unless `-T`) and replies `{"exec":{"pid":N}}`; when the command ends, `{"exit":{...}}` with `status`, `exit_code`, `signal`, `reason` and `stopped`. While it runs, the client may send `{"op":"cancel"}` or close the connection: either stops the exec. The exec is also stopped when its `timeout_ms` passes (`status` 124), when the main child exits and when the run stops. Its stop is the same four steps over the exec's process, its process group and their descendants; every exec's environment carries `VLOER_EXEC_ID=PID:N`, so that a descendant which left the group and lost its parent (vloer-run then adopts it) is still known as the exec's. What exec stops send is counted in the run's verdict. After a stop that was not confirmed, execs are refused with code `stop_unconfirmed`.
+: errors
+`{"error":"text","code":"..."}`, then the connection is closed. Codes: `bad_request`, `too_large`, `timeout`, `forbidden`, `unknown_op`, `stopping`, `stop_unconfirmed`, `spawn_failed`.
+
+A stop by hand:
+```
+printf '{"op":"stop"}\n' | socat -t 30 - UNIX-CONNECT:/run/app.sock
+```
+"#;
+
+// ---------------------------------------------------------------------------------------------
+// The hand-written sections, in the order they appear after OPTIONS and COMMANDS.
+
+pub(super) const RUNNING: &str = r#"
+# RUNNING A COMMAND
+COMMAND starts as vloer-run's child in a new process group (`--session`: a new session). When stdin is a terminal and vloer-run is in its foreground, the child's group gets the terminal, and vloer-run hands it back when the run ends.
+
+Ctrl-C ends a loop around vloer-run exactly when it would end around the bare command. At a prompt, vloer-run leads its own job and ends by the child's SIGINT (see EXIT STATUS), so the shell ends the loop. Inside a script's foreground job (vloer-run is in the terminal's foreground group but does not lead it), the child stays in that group instead, so the script's shell gets the Ctrl-C as well, as a non-interactive shell needs in order to end its loop; vloer-run then forwards only to the run's members of that group (never to the script), and not what the terminal sent the group itself. With `--scope group`, `--session` or a `--rewrite` of INT, QUIT, TSTP or WINCH the child always gets a group of its own.
+
+vloer-run reaps every zombie that reaches it: as PID 1 by nature, otherwise as a child subreaper (PR_SET_CHILD_SUBREAPER, always on). It sleeps in the kernel until something happens; an idle run wakes it zero times.
+
+Every signal it can catch (all but SIGCHLD, SIGKILL and SIGSTOP) is forwarded to the child's process group (`--forward-to child`: to the child alone), after `--rewrite`. SIGTSTP, SIGTTIN and SIGTTOU are forwarded and then, unless vloer-run is PID 1, vloer-run stops itself too, so Ctrl-Z and fg work in a shell. As PID 1 with a terminal (`docker run -t`) there is no shell to resume the job, so a child stopped by Ctrl-Z is continued at once.
+
+The child starts with the signal mask and the ignored signals vloer-run started with; a signal ignored at start is not forwarded either. SIGCHLD is always at its default.
+
+By default the child's exit ends the run and stops the rest of the tree (`--when-child-exits stop`). With `--when-child-exits wait` vloer-run waits for every descendant to exit on its own (still bounded by `--timeout`), then confirms.
+"#;
+
+pub(super) const STOP: &str = r#"
+# THE STOP
+A stop begins when the child exits (reason `child_exited`), when vloer-run receives a `--stop-on` signal (`signal`; the signal is forwarded first), when `--timeout` passes (`timeout`), when a control client asks (`control`), or with `--parent-death` when vloer-run's parent exits (`parent_died`). Every exit path runs it exactly once, over every live process in the scope:
+1. send `--stop-signal` (default SIGTERM) to the main child's process group at once, and to every other process in the scope once the main child has exited (at once when it was already gone): an entrypoint's TERM trap or a supervisor stops its own services in order, and nothing it started outside its group hears from vloer-run before it has exited or the grace has run out. `--stop-order all` sends it to every process at once. A process that was just forwarded the signal that started the stop does not get it twice; when `--stop-signal` differs from that signal, it gets `--stop-signal` too;
+2. wait at most `--grace` (default 5s), returning the moment the scope is empty: the wait is driven by process-exit events, not a sleep;
+3. send SIGKILL to each one left; rescan and repeat, so that processes forked during the stop are caught, until the scope is empty or `--kill-timeout` (default 2s) has passed;
+4. confirm from /proc: no live process left in the scope (zombies and vloer-run itself do not count) gives "stopped":true. Otherwise "stopped":false, with every survivor listed. When /proc cannot be read, or a step could not be carried out, the answer is "stopped":false with `error` saying why: no proof, no true.
+
+The scope is read afresh from /proc at every step. `--scope tree` (the default) is every descendant of vloer-run, including processes that called setsid(), changed their process group or double-forked: vloer-run is their reaper, so it still sees them. `--scope group` is the child's process group alone, as `tini -g` sees it.
+
+A process is signalled through a pidfd, after its start time is checked against the scan, so a pid recycled between the scan and the signal is never hit.
+"#;
+
+pub(super) const VERDICT: &str = r#"
+# THE VERDICT
+One JSON object on one line, at most 4096 bytes (a Kubernetes termination message), written once per run when the run ends; `vloer-run stop` prints it too. `--verdict` picks where: stderr (the default), `-` for stdout, `off`, or a file. A regular file is written to a temporary file and renamed into place, so no reader sees half of it; a FIFO, a character device such as /dev/termination-log, or /dev/fd/N gets a single write. Fields (schema 1):
+: `stopped`
+true only when the confirmation found no live process in the scope.
+: `survivors`
+[{pid, ppid, pgid, sid, state, comm}] of the live processes left in the scope.
+: `survivors_omitted`
+how many survivors were left out to stay within 4096 bytes (absent when 0).
+: `reason`
+child_exited, signal, timeout, control or parent_died; `error` when vloer-run itself failed after the child started (the `error` field says how), so that no other reason is claimed.
+: `signal`
+the signal that started the stop, for reason signal.
+: `child`
+{pid, exit_code, signal} of the main child; exit_code or signal is null.
+: `exit_code`
+vloer-run's own exit status.
+: `scope`
+tree or group.
+: `sent`
+how many processes got each signal, e.g. {"SIGTERM":3,"SIGKILL":1}.
+: `reaped`
+zombies reaped during the run besides the main child.
+: `elapsed_ms`
+how long the stop took.
+: `error`
+present when something kept vloer-run from proving the stop.
+: `schema`
+1.
+
+A run stopped by SIGTERM (`docker stop`), shown over several lines:
+```
+{"stopped":true,"survivors":[],"reason":"signal","signal":"SIGTERM",
+ "child":{"pid":7,"exit_code":null,"signal":"SIGTERM"},
+ "exit_code":143,"scope":"tree","sent":{"SIGTERM":3},"reaped":2,
+ "elapsed_ms":4,"schema":1}
+```
+A stop that could not be confirmed:
+```
+{"stopped":false,"survivors":[{"pid":31,"ppid":1,"pgid":31,
+ "sid":31,"state":"D","comm":"flush"}],"reason":"child_exited",
+ "child":{"pid":7,"exit_code":0,"signal":null},"exit_code":125,
+ "scope":"tree","sent":{"SIGKILL":1,"SIGTERM":1},"reaped":0,
+ "elapsed_ms":7004,"schema":1}
+```
+"#;
+
+pub(super) const EXIT_STATUS: &str = r#"
+# EXIT STATUS
+: the child's
+the child exited and the stop was confirmed.
+: 128+N
+the child was killed by signal N and the stop was confirmed.
+: 124
+the run was stopped by `--timeout` and the stop was confirmed (with `--preserve-status`: the child's, as above).
+: 125
+vloer-run itself failed (bad usage, a control socket it cannot make), or the stop was not confirmed.
+: 126
+COMMAND was found but could not be executed.
+: 127
+COMMAND was not found.
+
+When the child was killed by signal N and the stop was confirmed, vloer-run writes the verdict (exit_code 128+N) and then ends by signal N itself, with core dumps off, as GNU timeout does: a shell shows 128+N, Python sees -N, and a loop ends on Ctrl-C as around the bare command. As PID 1, where the kernel would ignore the signal, and after a `--timeout` stop, it exits 128+N; an unconfirmed stop is always 125. `vloer-run exec` ends the same way as its command.
+
+`--success-exit CODE` maps the child's CODE to 0 (a JVM exits 143 on SIGTERM). `vloer-run stop` exits 0 when the verdict says "stopped":true, 1 when false, 125 when it cannot ask. `vloer-run exec` exits with the command's status, 124 when its `--timeout` passes, 125 when it cannot ask.
+"#;
+
+pub(super) const FORMATS: &str = r#"
+# DURATIONS AND SIGNALS
+A DURATION is 500ms, 5s, 1m30s, or a plain number of seconds (2.5). A SIG is a name with or without SIG, in any case (TERM, SIGTERM, sigterm), RTMIN+N or RTMAX-N, or a number.
+"#;
+
+pub(super) const LIMITS: &str = r#"
+# LIMITS
+- `--scope group` covers the child's process group only, within vloer-run's tree: a process that leaves it (setsid(), setpgid()) is neither signalled nor checked, nor is a process from outside the run that joins it, and "stopped":true says nothing about them.
+- Processes that are not descendants of vloer-run are not in the scope: those started with `docker exec` or `kubectl exec`, for example. Start them with `vloer-run exec` to make them part of the run.
+- Some processes cannot be stopped, and are then reported as survivors with "stopped":false and exit 125: a process in uninterruptible sleep (state D, e.g. blocked on a dead NFS server) that outlasts `--kill-timeout`, and a process of another user that vloer-run has no permission to signal (SIGKILL fails with EPERM; a setuid program, or vloer-run running unprivileged).
+- Where the kernel has no pidfds (before Linux 5.3, or under a seccomp profile that refuses pidfd_open), a process is signalled with kill(2) after the same start-time check, which narrows the pid-recycling window but does not close it, and the stop rescans /proc every 20 ms instead of waiting for exit events; each process still gets each signal once per stop.
+- Under `--scope tree` the proof is the kernel's: once every zombie is reaped, waitid(2) answering "no child" means no descendant exists. /proc only names survivors; when the kernel still shows a child that /proc does not list (a hidepid mount, for example), the verdict is "stopped":false with an error. Under `--scope group` and for an exec's stop, the proof is a walk of /proc, whose children lists proc(5) calls possibly incomplete while siblings exit.
+- A process is alive while any of its threads is: one whose main thread called pthread_exit shows state Z in /proc and is still signalled and waited for.
+- An exec's descendants that lost their parent are known by `VLOER_EXEC_ID` in their environment. Where that cannot be read (another user's process, an undumpable one, a read blocked on the process's memory lock for 200 ms), the exec's stop neither signals it nor calls the exec stopped (the client exits 125); the run's own stop still covers it.
+- As PID 1 of a pid namespace, vloer-run's own exit makes the kernel SIGKILL every process left in the namespace; the verdict is written before that.
+- SIGKILL to vloer-run (`kill -9`, the OOM killer, `docker kill` where vloer-run is not PID 1) cannot be caught: no stop runs and no verdict is written, and the caller sees status 137. The kernel sends the main child and every exec their parent-death signal (`--child-pdeathsig`, default SIGKILL, 0 for none), so they do not silently outlive vloer-run; their descendants are orphaned to the next subreaper or init and live on unless they end with their parent. The kernel drops the parent-death signal when the child executes a set-user-ID, set-group-ID or file-capability program.
+- A process held in a ptrace stop by a tracer outside the run that never resumes it cannot end, even after SIGKILL: it is reported as a survivor (state t).
+- When stderr is closed at start and the verdict goes there (the default), or stdout with `--verdict -`, the verdict cannot be delivered: the tree is still stopped and confirmed, `vloer-run stop` clients still get the verdict (and exit 125), and the exit status is 125. Use `--verdict FILE` in such places.
+"#;
+
+pub(super) const SEE_ALSO: &str = r#"
+# SEE ALSO
+tini(1), dumb-init(1), timeout(1), kill(1), signal(7), pid_namespaces(7), PR_SET_CHILD_SUBREAPER in prctl(2)
+"#;
