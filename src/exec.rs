@@ -3,11 +3,13 @@
 
 use crate::control::proto::ExitReport;
 use crate::control::{ConnId, ExecRequest};
+use crate::exit::{self, Exit};
 use crate::proctable::Scope;
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
 use crate::stop::{Outcome, Stop, StopPlan};
 use crate::sys::{ChildSetup, ChildState};
+use crate::verdict::Reason;
 use nix::unistd::Pid;
 use std::ffi::OsString;
 use std::process::Stdio;
@@ -147,17 +149,22 @@ impl Exec {
             Some(ChildState::Signaled(s)) => (None, Some(s)),
             _ => (None, None),
         };
-        let status = if !stopped {
-            125
-        } else if end == ExecEnd::Timeout {
-            124
-        } else {
-            match (exit_code, signal) {
-                (Some(c), _) => c,
-                (_, Some(s)) => 128 + s.raw(),
-                _ => 125,
-            }
-        };
+        // The same mapping as the run's own status (an exec has no --success-exit and is never
+        // PID 1); its client ends by the signal itself (see client.rs).
+        let status = Exit::of(exit::Facts {
+            stopped,
+            reason: if end == ExecEnd::Timeout {
+                Reason::Timeout
+            } else {
+                Reason::ChildExited
+            },
+            child: self.status,
+            spawn_error: None,
+            preserve_status: false,
+            success_exit: &[],
+            pid1: false,
+        })
+        .code;
         ExitReport {
             status,
             exit_code,

@@ -1,6 +1,7 @@
 //! The end of the run: the proof, the verdict and the exit status.
 
 use super::*;
+use crate::verdict::{Cause, Effort, Proof};
 
 impl Supervisor {
     /// Step 4 and the verdict: confirm, reap what is left, hand the terminal back.
@@ -53,22 +54,28 @@ impl Supervisor {
         let reason = self.record.reason.unwrap_or(Reason::ChildExited);
         let exit = self.exit(stopped, reason);
         let verdict = Verdict {
-            stopped,
-            survivors,
-            survivors_omitted: 0,
-            reason,
-            signal: (reason == Reason::Signal)
-                .then(|| self.record.trigger.map(Sig::name))
-                .flatten(),
+            proof: Proof {
+                stopped,
+                survivors,
+                survivors_omitted: 0,
+            },
+            cause: Cause {
+                reason,
+                signal: (reason == Reason::Signal)
+                    .then(|| self.record.trigger.map(Sig::name))
+                    .flatten(),
+            },
             child: self.child.report(),
             exit_code: exit.code,
             scope: match self.args.scope {
                 ScopeArg::Tree => "tree",
                 ScopeArg::Group => "group",
             },
-            sent,
-            reaped: self.record.reaped,
-            elapsed_ms: outcome.elapsed.as_millis() as u64,
+            effort: Effort {
+                sent,
+                reaped: self.record.reaped,
+                elapsed_ms: outcome.elapsed.as_millis() as u64,
+            },
             error,
             schema: 1,
         };

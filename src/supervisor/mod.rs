@@ -298,13 +298,7 @@ impl Supervisor {
         if matches!(self.state, State::Stopping(_)) {
             return;
         }
-        // A watch after the child's exit keeps its reason unless something else ends it first.
-        if !(matches!(self.state, State::Watching(_)) && reason == Reason::ChildExited) {
-            self.record.reason = Some(reason);
-        }
-        if self.record.reason.is_none() {
-            self.record.reason = Some(reason);
-        }
+        self.record.reason = Some(Reason::of_stop(self.record.reason, reason));
         msg::verbose(format_args!("stopping: {}", reason.words()));
         self.state = State::Stopping(Stop::begin(self.plan(first), Instant::now()));
         self.stop_execs();

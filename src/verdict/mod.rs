@@ -1,11 +1,11 @@
 //! The JSON verdict (schema 1): built once per run, fitted to 4096 bytes, written to its sink.
 
+mod sink;
+pub use sink::Sink;
+
 use crate::proctable::Proc;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::os::unix::fs::FileTypeExt;
-use std::path::{Path, PathBuf};
 
 /// A Kubernetes termination message holds at most this many bytes; the newline counts.
 pub const MAX_BYTES: usize = 4096;
@@ -26,6 +26,16 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// The reason a stop beginning now for `new` reports, when `recorded` is already there (a
+    /// watch after the child's exit, `--when-child-exits wait`): the watch keeps its reason unless
+    /// something else (a timeout, a signal, a control request) ends it first.
+    pub fn of_stop(recorded: Option<Reason>, new: Reason) -> Reason {
+        match (recorded, new) {
+            (Some(r), Reason::ChildExited) => r,
+            _ => new,
+        }
+    }
+
     /// The reason in words, for `-v`.
     pub fn words(self) -> &'static str {
         match self {
@@ -47,25 +57,47 @@ pub struct ChildReport {
     pub signal: Option<String>,
 }
 
-/// The verdict, schema 1, field for field as the contract lists them.
+/// The verdict, schema 1, field for field as the contract lists them (the groups are flattened
+/// into one object, in this order).
 #[derive(Clone, Debug, Serialize)]
 pub struct Verdict {
+    #[serde(flatten)]
+    pub proof: Proof,
+    #[serde(flatten)]
+    pub cause: Cause,
+    pub child: ChildReport,
+    pub exit_code: i32,
+    pub scope: &'static str,
+    #[serde(flatten)]
+    pub effort: Effort,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    pub schema: u32,
+}
+
+/// Whether the scope was proven empty, and who is left when it was not.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Proof {
     pub stopped: bool,
     pub survivors: Vec<Proc>,
     #[serde(skip_serializing_if = "is_zero")]
     pub survivors_omitted: usize,
+}
+
+/// What started the stop.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cause {
     pub reason: Reason,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub signal: Option<String>,
-    pub child: ChildReport,
-    pub exit_code: i32,
-    pub scope: &'static str,
+}
+
+/// What the stop took: signals sent, zombies reaped, time.
+#[derive(Clone, Debug, Serialize, Default)]
+pub struct Effort {
     pub sent: BTreeMap<String, u64>,
     pub reaped: u64,
     pub elapsed_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-    pub schema: u32,
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -87,7 +119,7 @@ impl Verdict {
             if line.len() <= MAX_BYTES {
                 return line;
             }
-            if v.survivors.is_empty() {
+            if v.proof.survivors.is_empty() {
                 // Only the error can still be too long: in JSON a control character takes six
                 // bytes and many others three or four, so 1024 characters may be far over 4096.
                 let Some(e) = v.error.as_mut() else {
@@ -107,186 +139,13 @@ impl Verdict {
             }
             // Drop in proportion to the excess so 5000 survivors do not take 5000 passes.
             let over = line.len() - MAX_BYTES;
-            let per = (line.len() / (v.survivors.len() + 1)).max(1);
-            let drop = (over / per).clamp(1, v.survivors.len());
-            let keep = v.survivors.len() - drop;
-            v.survivors.truncate(keep);
-            v.survivors_omitted += drop;
+            let per = (line.len() / (v.proof.survivors.len() + 1)).max(1);
+            let drop = (over / per).clamp(1, v.proof.survivors.len());
+            let keep = v.proof.survivors.len() - drop;
+            v.proof.survivors.truncate(keep);
+            v.proof.survivors_omitted += drop;
         }
     }
-}
-
-/// Where the verdict goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Sink {
-    Off,
-    Stdout,
-    Stderr,
-    Path(PathBuf),
-}
-
-impl Sink {
-    /// Parses `--verdict`: `off`, `-`, `stderr`, or a path whose folder exists.
-    pub fn parse(text: &str) -> Result<Sink, String> {
-        match text {
-            "off" => return Ok(Sink::Off),
-            "-" | "stdout" => return Ok(Sink::Stdout),
-            "stderr" => return Ok(Sink::Stderr),
-            "" => return Err("empty path; expected a file path, -, stderr or off".into()),
-            _ => {}
-        }
-        let path = PathBuf::from(text);
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !parent.is_dir() {
-            return Err(format!("folder '{}' does not exist; expected a file path in an existing folder, -, stderr or off", parent.display()));
-        }
-        Ok(Sink::Path(path))
-    }
-
-    /// Writes the line. A regular file is replaced atomically; a FIFO, a character device or
-    /// `/dev/fd/N` gets a single write.
-    pub fn write(&self, line: &str) -> Result<(), String> {
-        if let Some(fd) = self.std_fd().filter(|fd| crate::sys::closed_at_start(*fd)) {
-            let name = ["stdin", "stdout", "stderr"][fd as usize];
-            return Err(format!(
-                "writing the verdict to {name}: {name} was closed when vloer-run started"
-            ));
-        }
-        match self {
-            Sink::Off => Ok(()),
-            Sink::Stdout => write_all_once(&mut std::io::stdout().lock(), line)
-                .map_err(|e| format!("writing the verdict to stdout: {e}")),
-            Sink::Stderr => write_all_once(&mut std::io::stderr().lock(), line)
-                .map_err(|e| format!("writing the verdict to stderr: {e}")),
-            Sink::Path(path) => write_path(path, line)
-                .map_err(|e| format!("writing the verdict to {}: {e}", path.display())),
-        }
-    }
-}
-
-impl Sink {
-    /// The standard descriptor (0-2) this sink writes to, if it is one.
-    fn std_fd(&self) -> Option<i32> {
-        match self {
-            Sink::Stdout => Some(1),
-            Sink::Stderr => Some(2),
-            Sink::Path(p) => match p.to_str()? {
-                "/dev/stdin" | "/dev/fd/0" | "/proc/self/fd/0" => Some(0),
-                "/dev/stdout" | "/dev/fd/1" | "/proc/self/fd/1" => Some(1),
-                "/dev/stderr" | "/dev/fd/2" | "/proc/self/fd/2" => Some(2),
-                _ => None,
-            },
-            Sink::Off => None,
-        }
-    }
-}
-
-fn write_all_once(w: &mut dyn Write, line: &str) -> std::io::Result<()> {
-    w.write_all(line.as_bytes())?;
-    w.flush()
-}
-
-/// One write(2) of the whole line: a reader of a FIFO or device sees all of it or nothing.
-fn write_once(f: &mut std::fs::File, line: &str) -> std::io::Result<()> {
-    let n = f.write(line.as_bytes())?;
-    if n != line.len() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::WriteZero,
-            format!("short write: {n} of {} bytes", line.len()),
-        ));
-    }
-    Ok(())
-}
-
-fn write_path(path: &Path, line: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let special = path.starts_with("/dev/fd")
-        || path.starts_with("/proc/self/fd")
-        || std::fs::metadata(path)
-            .map(|m| {
-                let t = m.file_type();
-                t.is_fifo() || t.is_char_device() || t.is_socket()
-            })
-            .unwrap_or(false);
-    if special {
-        // O_NONBLOCK so a FIFO without a reader is an error (ENXIO), not a hang.
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)?;
-        return write_once(&mut f, line);
-    }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let result = (|| {
-        let (tmp, mut f) = create_temporary(&dir, &name)?;
-        let written = f
-            .write_all(line.as_bytes())
-            .and_then(|()| f.sync_all())
-            .and_then(|()| std::fs::rename(&tmp, path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        written
-    })();
-    match result {
-        // No temporary file can be made beside it (a folder only root may write, as /dev is for
-        // a non-root pod's /dev/termination-log; a read-only one), or the file cannot be renamed
-        // over (EBUSY: it is itself a mount point, as Kubernetes bind-mounts that file; EXDEV):
-        // replace its contents in place instead, in one write, then cut what an older, longer
-        // content left behind.
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EACCES | libc::EPERM | libc::EROFS | libc::EBUSY | libc::EXDEV)
-            ) =>
-        {
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(libc::O_CLOEXEC)
-                .open(path)
-                .map_err(|_| e)?;
-            write_once(&mut f, line)?;
-            f.set_len(line.len() as u64)?;
-            f.sync_all()
-        }
-        other => other,
-    }
-}
-
-/// Creates a new temporary file in `dir` under a name nobody can guess or has left behind: a
-/// leftover of an earlier crash (as PID 1 every run has the same pid) never blocks a verdict.
-fn create_temporary(dir: &Path, name: &str) -> std::io::Result<(PathBuf, std::fs::File)> {
-    use std::hash::{BuildHasher, Hasher};
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut last = None;
-    for attempt in 0..8u64 {
-        // std seeds each RandomState from the kernel's random numbers.
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u64(attempt);
-        let tmp = dir.join(format!(".{name}.vloer-run.{:016x}", h.finish()));
-        match std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .custom_flags(libc::O_CLOEXEC)
-            .open(&tmp)
-        {
-            Ok(f) => return Ok((tmp, f)),
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => last = Some(e),
-            Err(e) => return Err(e),
-        }
-    }
-    Err(last.unwrap_or_else(|| std::io::ErrorKind::AlreadyExists.into()))
 }
 
 #[cfg(test)]
@@ -296,23 +155,27 @@ mod tests {
 
     fn verdict(n: usize) -> Verdict {
         Verdict {
-            stopped: n == 0,
-            survivors: (0..n)
-                .map(|i| Proc {
-                    pid: Pid::from_raw(100000 + i as i32),
-                    ppid: Pid::from_raw(1),
-                    pgid: Pid::from_raw(1),
-                    sid: Pid::from_raw(1),
-                    state: "S".into(),
-                    comm: "a \"weird\"\u{1}name".into(),
-                    starttime: 0,
-                    threads: 1,
-                    doubt: None,
-                })
-                .collect(),
-            survivors_omitted: 0,
-            reason: Reason::Signal,
-            signal: Some("SIGTERM".into()),
+            proof: Proof {
+                stopped: n == 0,
+                survivors: (0..n)
+                    .map(|i| Proc {
+                        pid: Pid::from_raw(100000 + i as i32),
+                        ppid: Pid::from_raw(1),
+                        pgid: Pid::from_raw(1),
+                        sid: Pid::from_raw(1),
+                        state: "S".into(),
+                        comm: "a \"weird\"\u{1}name".into(),
+                        starttime: 0,
+                        threads: 1,
+                        doubt: None,
+                    })
+                    .collect(),
+                survivors_omitted: 0,
+            },
+            cause: Cause {
+                reason: Reason::Signal,
+                signal: Some("SIGTERM".into()),
+            },
             child: ChildReport {
                 pid: Some(5),
                 exit_code: None,
@@ -320,12 +183,41 @@ mod tests {
             },
             exit_code: 125,
             scope: "tree",
-            sent: BTreeMap::from([("SIGTERM".into(), 3)]),
-            reaped: 2,
-            elapsed_ms: 10,
+            effort: Effort {
+                sent: BTreeMap::from([("SIGTERM".into(), 3)]),
+                reaped: 2,
+                elapsed_ms: 10,
+            },
             error: Some("x".repeat(10_000)),
             schema: 1,
         }
+    }
+
+    #[test]
+    fn the_fields_come_in_the_contracts_order() {
+        let line = verdict(1).to_line();
+        let keys = [
+            "stopped",
+            "survivors",
+            "reason",
+            "signal",
+            "child",
+            "exit_code",
+            "scope",
+            "sent",
+            "reaped",
+            "elapsed_ms",
+            "error",
+            "schema",
+        ];
+        let at: Vec<usize> = keys
+            .iter()
+            .map(|k| {
+                line.find(&format!("\"{k}\":"))
+                    .unwrap_or_else(|| panic!("{k}: {line}"))
+            })
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "{line}");
     }
 
     /// Property tests: whatever the run found, the verdict is one line of valid JSON that fits.
@@ -377,7 +269,15 @@ mod tests {
                 reaped in any::<u64>(),
             ) {
                 let n = survivors.len();
-                let v = Verdict { stopped, survivors: survivors.clone(), error: error.clone(), signal, sent, exit_code, reaped, ..verdict(0) };
+                let base = verdict(0);
+                let v = Verdict {
+                    proof: Proof { stopped, survivors: survivors.clone(), survivors_omitted: 0 },
+                    cause: Cause { signal, ..base.cause.clone() },
+                    effort: Effort { sent, reaped, ..base.effort.clone() },
+                    error: error.clone(),
+                    exit_code,
+                    ..base
+                };
                 let line = v.to_line();
                 prop_assert!(line.len() <= MAX_BYTES, "{} bytes", line.len());
                 prop_assert!(line.ends_with('\n') && line.matches('\n').count() == 1, "not one line: {line:?}");
@@ -422,5 +322,26 @@ mod tests {
             assert_eq!(kept + omitted, n);
             assert_eq!(v.get("survivors_omitted").is_none(), omitted == 0);
         }
+    }
+}
+
+#[cfg(test)]
+mod reason_tests {
+    use super::Reason;
+
+    #[test]
+    fn a_stop_names_what_began_it_and_a_watch_keeps_the_childs_exit() {
+        assert_eq!(Reason::of_stop(None, Reason::Signal), Reason::Signal);
+        assert_eq!(
+            Reason::of_stop(None, Reason::ChildExited),
+            Reason::ChildExited
+        );
+        let watching = Some(Reason::ChildExited);
+        assert_eq!(Reason::of_stop(watching, Reason::Timeout), Reason::Timeout);
+        assert_eq!(Reason::of_stop(watching, Reason::Control), Reason::Control);
+        assert_eq!(
+            Reason::of_stop(watching, Reason::ChildExited),
+            Reason::ChildExited
+        );
     }
 }
