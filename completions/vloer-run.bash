@@ -32,7 +32,7 @@ _vloer__run() {
 
     case "${cmd}" in
         vloer__run)
-            opts="-v -q -h -V --session --forward-to --rewrite --when-child-exits --stop-signal --stop-order --grace --kill-timeout --stop-on --timeout --scope --parent-death --child-pdeathsig --verdict --preserve-status --success-exit --control --verbose --quiet --help --version stop status exec"
+            opts="-v -q -h -V --session --forward-to --rewrite --parent-death --child-pdeathsig --when-child-exits --stop-signal --stop-order --grace --kill-timeout --stop-on --timeout --scope --verdict --preserve-status --success-exit --verbose --quiet --control --help --version stop status exec"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -44,6 +44,10 @@ _vloer__run() {
                     ;;
                 --rewrite)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --child-pdeathsig)
+                    COMPREPLY=($(compgen -W "0 HUP INT QUIT ILL TRAP ABRT BUS FPE KILL USR1 SEGV USR2 PIPE ALRM TERM STKFLT CHLD CONT STOP TSTP TTIN TTOU URG XCPU XFSZ VTALRM PROF WINCH IO PWR SYS RTMIN RTMAX" -- "${cur}"))
                     return 0
                     ;;
                 --when-child-exits)
@@ -85,10 +89,6 @@ _vloer__run() {
                     ;;
                 --scope)
                     COMPREPLY=($(compgen -W "tree group" -- "${cur}"))
-                    return 0
-                    ;;
-                --child-pdeathsig)
-                    COMPREPLY=($(compgen -W "0 HUP INT QUIT ILL TRAP ABRT BUS FPE KILL USR1 SEGV USR2 PIPE ALRM TERM STKFLT CHLD CONT STOP TSTP TTIN TTOU URG XCPU XFSZ VTALRM PROF WINCH IO PWR SYS RTMIN RTMAX" -- "${cur}"))
                     return 0
                     ;;
                 --verdict)

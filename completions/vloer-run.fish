@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_vloer_run_global_optspecs
-    string join \n session forward-to= rewrite= when-child-exits= stop-signal= stop-order= grace= kill-timeout= stop-on= timeout= scope= parent-death child-pdeathsig= verdict= preserve-status success-exit= control= v/verbose q/quiet h/help V/version
+    string join \n session forward-to= rewrite= parent-death child-pdeathsig= when-child-exits= stop-signal= stop-order= grace= kill-timeout= stop-on= timeout= scope= verdict= preserve-status success-exit= v/verbose q/quiet control= h/help V/version
 end
 
 function __fish_vloer_run_needs_command
@@ -27,6 +27,40 @@ end
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l forward-to -d 'Where received signals are forwarded' -r -f -a "group\t'The child\'s whole process group'
 child\t'The main child alone'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l rewrite -d 'Forward TO instead of FROM, e.g. TERM:QUIT; TO = 0 drops FROM (repeatable, or comma-separated: TERM:QUIT,WINCH:0)' -r
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -l child-pdeathsig -d 'Signal the main child gets from the kernel if vloer-run itself dies (0: none)' -r -f -a "0\t'no signal'
+HUP\t'signal 1'
+INT\t'signal 2'
+QUIT\t'signal 3'
+ILL\t'signal 4'
+TRAP\t'signal 5'
+ABRT\t'signal 6'
+BUS\t'signal 7'
+FPE\t'signal 8'
+KILL\t'signal 9'
+USR1\t'signal 10'
+SEGV\t'signal 11'
+USR2\t'signal 12'
+PIPE\t'signal 13'
+ALRM\t'signal 14'
+TERM\t'signal 15'
+STKFLT\t'signal 16'
+CHLD\t'signal 17'
+CONT\t'signal 18'
+STOP\t'signal 19'
+TSTP\t'signal 20'
+TTIN\t'signal 21'
+TTOU\t'signal 22'
+URG\t'signal 23'
+XCPU\t'signal 24'
+XFSZ\t'signal 25'
+VTALRM\t'signal 26'
+PROF\t'signal 27'
+WINCH\t'signal 28'
+IO\t'signal 29'
+PWR\t'signal 30'
+SYS\t'signal 31'
+RTMIN\t'signal 34'
+RTMAX\t'signal 64'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l when-child-exits -d 'What the child\'s exit does to the rest of the tree' -r -f -a "stop\t'Stop the rest of the tree at once'
 wait\t'Wait for every descendant to exit on its own (still bounded by --timeout)'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l stop-signal -d 'The signal a stop sends to every process in the scope (see --stop-order); SIGKILL follows after --grace' -r -f -a "HUP\t'signal 1'
@@ -102,40 +136,6 @@ RTMAX\t'signal 64'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l timeout -d 'Stop the run this long after the child started (0: never); exit 124' -r -f
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l scope -d 'Which processes the stop covers and checks' -r -f -a "tree\t'Every descendant of vloer-run, setsid() and daemonized ones included'
 group\t'The child\'s process group only (processes that leave it are neither signalled nor checked)'"
-complete -c vloer-run -n "__fish_vloer_run_needs_command" -l child-pdeathsig -d 'Signal the main child gets from the kernel if vloer-run itself dies (0: none)' -r -f -a "0\t'no signal'
-HUP\t'signal 1'
-INT\t'signal 2'
-QUIT\t'signal 3'
-ILL\t'signal 4'
-TRAP\t'signal 5'
-ABRT\t'signal 6'
-BUS\t'signal 7'
-FPE\t'signal 8'
-KILL\t'signal 9'
-USR1\t'signal 10'
-SEGV\t'signal 11'
-USR2\t'signal 12'
-PIPE\t'signal 13'
-ALRM\t'signal 14'
-TERM\t'signal 15'
-STKFLT\t'signal 16'
-CHLD\t'signal 17'
-CONT\t'signal 18'
-STOP\t'signal 19'
-TSTP\t'signal 20'
-TTIN\t'signal 21'
-TTOU\t'signal 22'
-URG\t'signal 23'
-XCPU\t'signal 24'
-XFSZ\t'signal 25'
-VTALRM\t'signal 26'
-PROF\t'signal 27'
-WINCH\t'signal 28'
-IO\t'signal 29'
-PWR\t'signal 30'
-SYS\t'signal 31'
-RTMIN\t'signal 34'
-RTMAX\t'signal 64'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l verdict -d 'Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced atomically; a FIFO or a device such as /dev/termination-log gets one write' -r -F
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l success-exit -d 'Map this exit code of the child to 0 (repeatable), e.g. 143 for a JVM' -r
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l control -d 'Serve stop, status and exec requests on a Unix socket at PATH (mode 0600)' -r -F

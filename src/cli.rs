@@ -89,6 +89,25 @@ pub enum ForwardTo {
 /// Options of a run.
 #[derive(Args, Debug)]
 pub struct RunArgs {
+    #[command(flatten)]
+    pub signals: SignalArgs,
+    #[command(flatten)]
+    pub stop: StopArgs,
+    #[command(flatten)]
+    pub output: OutputArgs,
+
+    /// Serve stop, status and exec requests on a Unix socket at PATH (mode 0600).
+    #[arg(long, env = "VLOER_CONTROL", value_name = "PATH", value_parser = parse_socket_path)]
+    pub control: Option<PathBuf>,
+
+    /// The command to run, and its arguments.
+    #[arg(value_name = "COMMAND", trailing_var_arg = true, required = true, num_args = 1.., value_hint = clap::ValueHint::CommandWithArguments)]
+    pub command: Vec<OsString>,
+}
+
+/// How signals reach the child.
+#[derive(Args, Debug)]
+pub struct SignalArgs {
     /// Start the child in a new session (setsid) instead of a new process group; the terminal is
     /// then not handed to it.
     #[arg(long, env = "VLOER_SESSION", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
@@ -103,6 +122,18 @@ pub struct RunArgs {
     #[arg(long, env = "VLOER_REWRITE", value_name = "FROM:TO", value_parser = Rewrite::parse, value_delimiter = ',', action = clap::ArgAction::Append)]
     pub rewrite: Vec<Rewrite>,
 
+    /// Stop the run (reason parent_died) when vloer-run's parent process exits.
+    #[arg(long, env = "VLOER_PARENT_DEATH", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub parent_death: bool,
+
+    /// Signal the main child gets from the kernel if vloer-run itself dies (0: none).
+    #[arg(long, env = "VLOER_CHILD_PDEATHSIG", value_name = "SIG", default_value = "KILL", value_parser = SignalParser { allow_zero: true }, hide_possible_values = true)]
+    pub child_pdeathsig: Sig,
+}
+
+/// When the run stops, and how.
+#[derive(Args, Debug)]
+pub struct StopArgs {
     /// What the child's exit does to the rest of the tree.
     #[arg(long, env = "VLOER_WHEN_CHILD_EXITS", value_enum, default_value_t = WhenChildExits::Stop, value_name = "WHAT")]
     pub when_child_exits: WhenChildExits,
@@ -139,15 +170,11 @@ pub struct RunArgs {
     /// Which processes the stop covers and checks.
     #[arg(long, env = "VLOER_SCOPE", value_enum, default_value_t = ScopeArg::Tree, value_name = "SCOPE")]
     pub scope: ScopeArg,
+}
 
-    /// Stop the run (reason parent_died) when vloer-run's parent process exits.
-    #[arg(long, env = "VLOER_PARENT_DEATH", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
-    pub parent_death: bool,
-
-    /// Signal the main child gets from the kernel if vloer-run itself dies (0: none).
-    #[arg(long, env = "VLOER_CHILD_PDEATHSIG", value_name = "SIG", default_value = "KILL", value_parser = SignalParser { allow_zero: true }, hide_possible_values = true)]
-    pub child_pdeathsig: Sig,
-
+/// What the run reports: the verdict, the exit status, messages.
+#[derive(Args, Debug)]
+pub struct OutputArgs {
     /// Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced
     /// atomically; a FIFO or a device such as /dev/termination-log gets one write.
     #[arg(long, env = "VLOER_VERDICT", value_name = "PATH", default_value = "stderr", value_parser = Sink::parse, value_hint = clap::ValueHint::FilePath)]
@@ -161,10 +188,6 @@ pub struct RunArgs {
     #[arg(long, env = "VLOER_SUCCESS_EXIT", value_name = "CODE", value_delimiter = ',', action = clap::ArgAction::Append)]
     pub success_exit: Vec<u8>,
 
-    /// Serve stop, status and exec requests on a Unix socket at PATH (mode 0600).
-    #[arg(long, env = "VLOER_CONTROL", value_name = "PATH", value_parser = parse_socket_path)]
-    pub control: Option<PathBuf>,
-
     /// Print each forwarded signal, reap and stop step on stderr.
     #[arg(short, long, env = "VLOER_VERBOSE", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue, conflicts_with = "quiet")]
     pub verbose: bool,
@@ -172,10 +195,6 @@ pub struct RunArgs {
     /// Print nothing but errors.
     #[arg(short, long, env = "VLOER_QUIET", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub quiet: bool,
-
-    /// The command to run, and its arguments.
-    #[arg(value_name = "COMMAND", trailing_var_arg = true, required = true, num_args = 1.., value_hint = clap::ValueHint::CommandWithArguments)]
-    pub command: Vec<OsString>,
 }
 
 /// Talk to a running instance through its control socket.
@@ -332,9 +351,9 @@ mod tests {
     fn synopsis_forms_parse() {
         let c = Cli::try_parse_from(["vloer-run", "sleep", "-v"]).unwrap();
         assert_eq!(c.run.command, ["sleep", "-v"]);
-        assert!(!c.run.verbose);
+        assert!(!c.run.output.verbose);
         let c = Cli::try_parse_from(["vloer-run", "--grace", "2s", "sleep", "1"]).unwrap();
-        assert_eq!(c.run.grace, Duration::from_secs(2));
+        assert_eq!(c.run.stop.grace, Duration::from_secs(2));
         let c = Cli::try_parse_from(["vloer-run", "--", "stop"]).unwrap();
         assert!(c.client.is_none());
         assert_eq!(c.run.command, ["stop"]);
@@ -354,6 +373,6 @@ mod tests {
             "x",
         ])
         .unwrap();
-        assert_eq!(c.run.rewrite.len(), 2);
+        assert_eq!(c.run.signals.rewrite.len(), 2);
     }
 }

@@ -69,9 +69,9 @@ fn vloer_main() -> u8 {
 }
 
 fn run(args: cli::RunArgs) -> u8 {
-    msg::set_level(if args.quiet {
+    msg::set_level(if args.output.quiet {
         0
-    } else if args.verbose {
+    } else if args.output.verbose {
         2
     } else {
         1
@@ -79,12 +79,12 @@ fn run(args: cli::RunArgs) -> u8 {
     let mut args = args;
     // The run leaves its working directory once the child has started; a relative verdict path
     // still names the file the caller meant.
-    if let verdict::Sink::Path(p) = &mut args.verdict {
+    if let verdict::Sink::Path(p) = &mut args.output.verdict {
         if let Ok(abs) = std::path::absolute(&*p) {
             *p = abs;
         }
     }
-    let sink = args.verdict.clone();
+    let sink = args.output.verdict.clone();
     let sup = match supervisor::Supervisor::new(args) {
         Ok(s) => s,
         Err(e) => {

@@ -143,7 +143,7 @@ impl Supervisor {
                 if now >= d && matches!(self.state, State::Running | State::Watching(_)) {
                     msg::verbose(format_args!(
                         "timeout after {}",
-                        humantime::format_duration(self.args.timeout.unwrap_or_default())
+                        humantime::format_duration(self.args.stop.timeout.unwrap_or_default())
                     ));
                     self.begin_stop(Reason::Timeout, None);
                 }

@@ -141,7 +141,7 @@ impl Supervisor {
             sys::set_child_subreaper()
                 .context("becoming the child subreaper (PR_SET_CHILD_SUBREAPER)")?;
         }
-        let parent = if args.parent_death {
+        let parent = if args.signals.parent_death {
             watch_parent()?
         } else {
             None
@@ -153,9 +153,10 @@ impl Supervisor {
         Ok(Supervisor {
             pid1,
             terminal: Terminal::decide(
-                args.session,
-                args.scope == ScopeArg::Group
+                args.signals.session,
+                args.stop.scope == ScopeArg::Group
                     || args
+                        .signals
                         .rewrite
                         .iter()
                         .any(|r| Terminal::rewrites_terminal_signal(r.from)),
@@ -180,7 +181,7 @@ impl Supervisor {
     }
 
     fn scope(&self) -> Scope {
-        match (self.args.scope, self.child.pid) {
+        match (self.args.stop.scope, self.child.pid) {
             (ScopeArg::Group, Some(pid)) => Scope::Group(pid),
             _ => Scope::Tree,
         }
@@ -247,12 +248,12 @@ impl Supervisor {
 
     fn child_setup(&self, foreground: bool) -> ChildSetup {
         ChildSetup {
-            new_session: self.args.session,
+            new_session: self.args.signals.session,
             keep_group: false,
             controlling_tty: false,
             foreground_tty: foreground.then_some(0),
-            parent_death_signal: (!self.args.child_pdeathsig.is_none())
-                .then_some(self.args.child_pdeathsig),
+            parent_death_signal: (!self.args.signals.child_pdeathsig.is_none())
+                .then_some(self.args.signals.child_pdeathsig),
             parent: sys::own_pid().as_raw(),
         }
     }
@@ -267,6 +268,7 @@ impl Supervisor {
 
     fn timeout_deadline(&self) -> Option<Instant> {
         self.args
+            .stop
             .timeout
             .filter(|t| !t.is_zero())
             .map(|t| self.started + t)
@@ -279,11 +281,11 @@ impl Supervisor {
     fn plan(&self, first: Option<(FirstTarget, Sig, Sig)>) -> StopPlan {
         StopPlan {
             scope: self.scope(),
-            stop_signal: self.args.stop_signal,
-            grace: self.requests.grace.unwrap_or(self.args.grace),
-            kill_timeout: self.args.kill_timeout,
+            stop_signal: self.args.stop.stop_signal,
+            grace: self.requests.grace.unwrap_or(self.args.stop.grace),
+            kill_timeout: self.args.stop.kill_timeout,
             first,
-            first_word: match (self.args.stop_order, self.child.pid) {
+            first_word: match (self.args.stop.stop_order, self.child.pid) {
                 (StopOrder::Child, Some(child)) if self.child.alive() => Some(FirstWord {
                     child,
                     group: self.child_group(),
@@ -308,7 +310,8 @@ impl Supervisor {
     /// signals them, so their stops only watch.
     fn stop_execs(&mut self) {
         let plan = self.plan(None);
-        let watch = self.args.scope == ScopeArg::Tree && matches!(self.state, State::Stopping(_));
+        let watch =
+            self.args.stop.scope == ScopeArg::Tree && matches!(self.state, State::Stopping(_));
         for e in self.execs.running.values_mut() {
             e.begin_stop(ExecEnd::RunEnded, plan, watch);
         }
