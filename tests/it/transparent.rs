@@ -329,14 +329,20 @@ fn child_named(ppid: i32, comm: &str) -> Option<i32> {
     })
 }
 
-#[test]
-fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back() {
+/// An instance with a control socket (`$S` at the prompt), and a prompt on a fresh pty.
+fn instance_and_prompt() -> (tempfile::TempDir, harness::Running, Pty, harness::Running) {
     let dir = harness::tempdir();
     let sock = harness::path_str(&dir.path().join("ctl"));
     let inst = Run::new(["--control", &sock, "--", "sleep", "300"]).start();
     harness::wait_for_socket(Path::new(&sock));
     let mut pty = Pty::open();
     let leader = prompt(&mut pty, &[("S", &sock)]);
+    (dir, inst, pty, leader)
+}
+
+#[test]
+fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back() {
+    let (_dir, inst, mut pty, leader) = instance_and_prompt();
     let _watch = harness::ps_on_stall(std::time::Duration::from_secs(20));
     pty.send(
         "\"$VR\" exec --control \"$S\" -- env PS1='exec$ ' bash --norc --noprofile --noediting -i\n",
@@ -412,12 +418,7 @@ fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back
 
 #[test]
 fn no_tty_keeps_the_exec_on_the_callers_descriptors() {
-    let dir = harness::tempdir();
-    let sock = harness::path_str(&dir.path().join("ctl"));
-    let inst = Run::new(["--control", &sock, "--", "sleep", "300"]).start();
-    harness::wait_for_socket(Path::new(&sock));
-    let mut pty = Pty::open();
-    let leader = prompt(&mut pty, &[("S", &sock)]);
+    let (_dir, inst, mut pty, leader) = instance_and_prompt();
     pty.send("\"$VR\" exec -T --control \"$S\" -- sh -c 'echo \"ctty=$(ps -o tty= -p $$)\"'\n");
     pty.expect("ctty=");
     let line = pty.expect("outer$ ");
