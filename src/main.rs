@@ -84,7 +84,6 @@ fn run(args: cli::RunArgs) -> u8 {
             *p = abs;
         }
     }
-    let sink = args.output.verdict.clone();
     let sup = match supervisor::Supervisor::new(args) {
         Ok(s) => s,
         Err(e) => {
@@ -92,49 +91,9 @@ fn run(args: cli::RunArgs) -> u8 {
             return 125;
         }
     };
-    let supervisor::Ended {
-        mut verdict,
-        control,
-        stop_waiters,
-        by_signal,
-    } = sup.run();
-    // Serialising costs a run around `true` about a tenth of its time; `off` needs no line.
-    let written = if sink == verdict::Sink::Off {
-        Ok(())
-    } else {
-        sink.write(&verdict.to_line())
-    };
-    if let Err(e) = written {
-        msg::error(format_args!("{e}"));
-        verdict.exit_code = 125;
-        verdict.error = Some(match verdict.error.take() {
-            Some(prev) => format!("{prev}; {e}"),
-            None => e,
-        });
-        if sink != verdict::Sink::Stderr {
-            let _ = verdict::Sink::Stderr.write(&verdict.to_line());
-        }
-    }
-    if let Some(mut control) = control {
-        let pid1 = sys::own_pid().as_raw() == 1;
-        if pid1 {
-            control.linger();
-        }
-        let line = verdict.to_line();
-        for id in stop_waiters {
-            control.send(id, &line, true);
-        }
-        // Give slow clients a moment to take their replies; as PID 1, up to a second to close
-        // their ends (see `linger`). The socket is removed on drop.
-        control.drain(std::time::Duration::from_millis(if pid1 {
-            1000
-        } else {
-            500
-        }));
-    }
-    // Only while the status still says so: a verdict that could not be written made it 125.
-    if let Some(sig) = by_signal.filter(|s| verdict.exit_code == 128 + s.raw()) {
+    let exit = sup.run();
+    if let Some(sig) = exit.by_signal {
         sys::end_by_signal(sig);
     }
-    verdict.exit_code.clamp(0, 255) as u8
+    exit.code.clamp(0, 255) as u8
 }

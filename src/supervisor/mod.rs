@@ -2,6 +2,7 @@
 //! one verdict.
 
 mod conclude;
+mod deliver;
 mod events;
 mod reap;
 mod requests;
@@ -122,13 +123,13 @@ struct Execs {
     survivors: Vec<crate::proctable::Proc>,
 }
 
-/// What the run hands back to main: the verdict and the clients still owed it.
-pub struct Ended {
-    pub verdict: Verdict,
-    pub control: Option<control::Server>,
-    pub stop_waiters: Vec<ConnId>,
+/// What the end of the run leaves to deliver: the verdict and the clients still owed it.
+struct Ended {
+    verdict: Verdict,
+    control: Option<control::Server>,
+    stop_waiters: Vec<ConnId>,
     /// End by this signal once the verdict is written, as the child ended (see `exit`).
-    pub by_signal: Option<Sig>,
+    by_signal: Option<Sig>,
 }
 
 impl Supervisor {
@@ -187,8 +188,8 @@ impl Supervisor {
         }
     }
 
-    /// Runs the command to the end and returns the verdict (not yet written).
-    pub fn run(mut self) -> Ended {
+    /// Runs the command to the end, delivers the verdict, and returns how vloer-run ends.
+    pub fn run(mut self) -> Exit {
         self.start_child();
         // The run no longer needs the caller's working directory, and holding it would keep its
         // mount busy for as long as the run lasts (`umount`: busy), as dumb-init knows.
@@ -210,7 +211,9 @@ impl Supervisor {
                 }
             }
         }
-        self.conclude()
+        let sink = self.args.output.verdict.clone();
+        let pid1 = self.pid1;
+        self.conclude().deliver(&sink, pid1)
     }
 
     fn start_child(&mut self) {
