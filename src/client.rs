@@ -208,10 +208,16 @@ fn exec(
                             t.resize();
                         }
                     }
-                    if got.iter().any(|i| i.sig != Sig::WINCH) && !cancelled {
-                        cancelled = true;
-                        let _ =
-                            (&stream).write_all(request_line(&WireRequest::Cancel {}).as_bytes());
+                    if let Some(first) = got.iter().find(|i| i.sig != Sig::WINCH) {
+                        if !cancelled {
+                            cancelled = true;
+                            // The command gets what we got first, then the stop: a Ctrl-C ends
+                            // it as it would end the bare command, and so ends a script's loop.
+                            let cancel = WireRequest::Cancel {
+                                signal: Some(first.sig.name()),
+                            };
+                            let _ = (&stream).write_all(request_line(&cancel).as_bytes());
+                        }
                     }
                 }
                 (Token::Reply, _) => {

@@ -115,7 +115,7 @@ impl Exec {
     }
 
     /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop
-    /// already signals these processes).
+    /// already signals these processes). `plan.first` may name a signal its group gets first.
     pub fn begin_stop(&mut self, end: ExecEnd, plan: StopPlan, watch: bool) {
         if self.stop.is_some() {
             return;
@@ -123,7 +123,6 @@ impl Exec {
         self.end = Some(end);
         let plan = StopPlan {
             scope: self.scope(),
-            first: None,
             first_word: None,
             ..plan
         };

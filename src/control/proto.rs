@@ -7,10 +7,12 @@
 //!   -> {"op":"exec","argv":[..],"cwd":..,"env":[[k,v],..],"timeout_ms":..} + fds 0,1,2 (SCM_RIGHTS)
 //!                                             <- {"exec":{"pid":N}} then, at the end,
 //!                                                {"exit":{"status":N,"exit_code":..,"signal":..,"reason":..,"stopped":..}}
-//!      while an exec runs, the client may send {"op":"cancel"} or just close the connection.
+//!      while an exec runs, the client may send {"op":"cancel","signal":"SIGINT"} (the signal is
+//!      optional: sent to the exec's group first) or just close the connection.
 //! Any failure: {"error":"text","code":"bad_request|too_large|timeout|forbidden|unknown_op|
 //! stopping|stop_unconfirmed|spawn_failed"} and the connection is closed.
 
+use crate::signal::Sig;
 use serde::{Deserialize, Serialize};
 use std::ffi::OsString;
 use std::os::fd::OwnedFd;
@@ -89,7 +91,12 @@ pub enum WireRequest {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         tty: bool,
     },
-    Cancel {},
+    /// Stop the running exec; `signal` (one the client received, such as SIGINT) goes to its
+    /// group first, as a forwarded signal does at the start of the run's stop.
+    Cancel {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signal: Option<String>,
+    },
 }
 
 /// A validated request handed to the supervisor.
@@ -165,6 +172,17 @@ pub fn error_reply(code: ErrorCode, text: &str, status: Option<i32>) -> String {
     v.to_string() + "\n"
 }
 
+/// The signal a cancel line asks to send first (none for anything else, or one vloer-run would
+/// never forward: SIGKILL, SIGSTOP, SIGCHLD).
+pub fn cancel_signal(line: &[u8]) -> Option<Sig> {
+    match serde_json::from_slice(line.trim_ascii_end()) {
+        Ok(WireRequest::Cancel { signal: Some(name) }) => Sig::parse(&name, false)
+            .ok()
+            .filter(|s| ![Sig::KILL, Sig::STOP, Sig::CHLD].contains(s)),
+        _ => None,
+    }
+}
+
 /// Reads one request line (without its newline or with it); `stdio` are the descriptors that came
 /// with it, for an exec.
 pub fn parse_request(line: &[u8], stdio: Vec<OwnedFd>) -> Result<Request, (ErrorCode, String)> {
@@ -181,7 +199,7 @@ pub fn parse_request(line: &[u8], stdio: Vec<OwnedFd>) -> Result<Request, (Error
             grace: grace_ms.map(Duration::from_millis),
         },
         WireRequest::Status {} => Request::Status,
-        WireRequest::Cancel {} => {
+        WireRequest::Cancel { .. } => {
             return Err((
                 ErrorCode::BadRequest,
                 "cancel is only valid while an exec runs".into(),
@@ -251,6 +269,20 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_cancel_line_names_the_signal_the_client_received() {
+        assert_eq!(
+            cancel_signal(b"{\"op\":\"cancel\",\"signal\":\"SIGINT\"}\n"),
+            Some(Sig::INT)
+        );
+        assert_eq!(cancel_signal(b"{\"op\":\"cancel\"}\n"), None);
+        assert_eq!(
+            cancel_signal(b"{\"op\":\"cancel\",\"signal\":\"SIGKILL\"}\n"),
+            None
+        );
+        assert_eq!(cancel_signal(b"garbage\n"), None);
     }
 
     #[test]

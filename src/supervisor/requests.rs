@@ -118,11 +118,14 @@ impl Supervisor {
                     }
                 }
             }
-            control::Event::Cancel(id) => {
+            control::Event::Cancel(id, signal) => {
                 let plan = self.plan(None);
                 if let Some(e) = self.execs.running.get_mut(&id) {
                     msg::verbose(format_args!("exec {} cancelled by its client", e.pid));
-                    e.begin_stop(ExecEnd::Client, plan, false);
+                    // What the client received reaches the exec's group first, as a forwarded
+                    // signal does at the start of the run's stop.
+                    let first = signal.map(|s| (FirstTarget::Group(e.pid), s, s));
+                    e.begin_stop(ExecEnd::Client, StopPlan { first, ..plan }, false);
                 }
             }
         }

@@ -427,3 +427,17 @@ fn no_tty_keeps_the_exec_on_the_callers_descriptors() {
     pty.assert_leader_succeeds(leader, "the outer bash");
     inst.finish_after(libc::SIGTERM);
 }
+
+#[test]
+fn ctrl_c_ends_a_scripts_loop_around_an_exec_without_a_terminal() {
+    let (_dir, inst, mut pty, leader) = instance_and_prompt();
+    // -T: the client shares the script's group, gets the terminal's SIGINT, and passes it on.
+    pty.send(
+        "bash -c 'for i in 1 2 3; do \"$VR\" exec -T --control \"$S\" -- sh -c \"$INNER\"; echo \"next=$i\"; done'\n",
+    );
+    let child = pty.expect_number("pid=");
+    wait_sleeping(&mut pty, child);
+    ctrl_c_ends_the_loop(&mut pty, leader);
+    let f = inst.finish_after(libc::SIGTERM);
+    assert_eq!(f.verdict()["stopped"], true, "{f}");
+}

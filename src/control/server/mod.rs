@@ -27,7 +27,7 @@ const MAX_CONNS: usize = 512;
 pub enum Event {
     Request(ConnId, Request),
     /// The client of an exec asked to stop it, or went away.
-    Cancel(ConnId),
+    Cancel(ConnId, Option<crate::signal::Sig>),
 }
 
 pub type ConnId = u64;
@@ -326,10 +326,12 @@ impl Server {
                 }
             }
             Phase::Attached => {
-                let cancel = conn.inbuf.contains(&b'\n') || conn.inbuf.len() > MAX_REQUEST;
+                let line = conn.inbuf.iter().position(|b| *b == b'\n');
+                let cancel = line.is_some() || conn.inbuf.len() > MAX_REQUEST;
+                let signal = line.and_then(|end| cancel_signal(&conn.inbuf[..=end]));
                 conn.inbuf.clear();
                 if eof || cancel {
-                    events.push(Event::Cancel(id));
+                    events.push(Event::Cancel(id, signal));
                 }
                 if eof {
                     // Nobody is left to read the final line.
