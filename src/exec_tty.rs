@@ -27,12 +27,14 @@ impl ExecTty {
     /// A pty with this terminal's size and settings, when stdin and stdout are a terminal.
     pub fn open() -> anyhow::Result<Option<ExecTty>> {
         let stdin = sys::borrow_std_fd(0);
-        if sys::window_size(stdin).is_none() || sys::window_size(sys::borrow_std_fd(1)).is_none() {
+        let (Some(size), Some(_)) = (
+            sys::window_size(stdin),
+            sys::window_size(sys::borrow_std_fd(1)),
+        ) else {
             return Ok(None);
-        }
+        };
         let saved = termios::tcgetattr(stdin)?;
-        let size = sys::window_size(stdin);
-        let OpenptyResult { master, slave } = openpty(size.as_ref(), Some(&saved))
+        let OpenptyResult { master, slave } = openpty(Some(&size), Some(&saved))
             .map_err(|e| anyhow::anyhow!("opening a pseudo-terminal for the exec: {e}"))?;
         for fd in [&master, &slave] {
             nix::fcntl::fcntl(

@@ -330,6 +330,11 @@ pub fn descendants(root: i32) -> Vec<i32> {
     out
 }
 
+/// Whether `pid` runs the program `comm` (its /proc comm, so after its exec).
+pub fn runs(pid: i32, comm: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == comm)
+}
+
 /// The children of `pid`, from every one of its threads (zombies included).
 pub fn children(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();

@@ -205,9 +205,7 @@ fn prompt(pty: &mut Pty, env: &[(&str, &str)]) -> harness::Running {
 
 /// Waits until `pid` runs `sleep` (it has exec'd and waits there for the signal).
 fn wait_sleeping(pty: &mut Pty, pid: i32) {
-    pty.wait_for("the child to run sleep", |_| {
-        std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
-    });
+    pty.wait_for("the child to run sleep", |_| harness::runs(pid, "sleep"));
 }
 
 /// Ctrl-C, then the prompt's `$?` must be 130 and the loop must not have gone on.
@@ -319,14 +317,16 @@ fn running_in_front(pid: i32) -> bool {
     f.len() > 5 && f[0] != "T" && f[2] == f[5]
 }
 
-/// The pid of a live child of `ppid` named `comm`, if any.
-fn child_named(ppid: i32, comm: &str) -> Option<i32> {
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-        let st = tty::stat(pid)?;
-        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        (st.ppid == ppid && name.trim() == comm).then_some(pid)
-    })
+/// Waits until `shell` has a child running `sleep`, and returns it.
+fn wait_for_sleep_in(pty: &mut Pty, shell: i32) -> i32 {
+    let mut sleeper = None;
+    pty.wait_for("a sleep in the exec's shell", |_| {
+        sleeper = harness::children(shell)
+            .into_iter()
+            .find(|&c| harness::runs(c, "sleep"));
+        sleeper.is_some()
+    });
+    sleeper.expect("found")
 }
 
 /// An instance with a control socket (`$S` at the prompt), and a prompt on a fresh pty.
@@ -369,11 +369,7 @@ fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back
     );
     // One Ctrl-C at a sleep inside returns to that shell's prompt; the shell lives on.
     pty.send("sleep 30; echo \"went-on=$?\"\n");
-    let mut sleeper = None;
-    pty.wait_for("the sleep inside the exec", |_| {
-        sleeper = child_named(shell, "sleep");
-        sleeper.is_some()
-    });
+    wait_for_sleep_in(&mut pty, shell);
     pty.send("\x03");
     pty.expect("exec$ ");
     assert_eq!(
@@ -387,11 +383,7 @@ fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back
     // Ctrl-Z stops a job of that shell, which reports it and takes the terminal back.
     pty.expect("exec$ ");
     pty.send("sleep 31\n");
-    let mut sleeper = None;
-    pty.wait_for("the second sleep", |_| {
-        sleeper = child_named(shell, "sleep");
-        sleeper.is_some()
-    });
+    let sleeper = wait_for_sleep_in(&mut pty, shell);
     pty.send("\x1a");
     pty.expect("Stopped");
     pty.expect("exec$ ");
@@ -399,7 +391,6 @@ fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back
     // continues it), and Ctrl-C ends it there.
     pty.send("fg\n");
     pty.expect("sleep 31");
-    let sleeper = sleeper.expect("the second sleep");
     pty.wait_for("the job to run in the foreground of its terminal", |_| {
         running_in_front(sleeper)
     });

@@ -713,9 +713,7 @@ fn no_terminal_no_attempt_and_no_messages() {
     );
     let outer = leader.pid();
     let child = pty.expect_number("pid=");
-    pty.wait_for("the child to exec sleep", |_| {
-        std::fs::read_to_string(format!("/proc/{child}/comm")).is_ok_and(|c| c.trim() == "sleep")
-    });
+    pty.wait_for("the child to exec sleep", |_| harness::runs(child, "sleep"));
     assert_eq!(
         pty.fg(),
         outer,
