@@ -2,9 +2,9 @@
 
 use crate::cli::Client;
 use crate::control::proto::{ExitReport, WireRequest, WireStr};
-use crate::event_loop::Interest;
 use crate::exec_tty::ExecTty;
 use crate::msg;
+use crate::reactor::{Key, Reactor};
 use crate::signal::Sig;
 use crate::sys;
 use nix::poll::PollFlags;
@@ -166,42 +166,35 @@ fn exec(
     stream.set_nonblocking(true)?;
     let mut buf = Vec::new();
     let mut cancelled = false;
+    let reactor = Reactor::new()?;
+    // Each registration is declared after its descriptor, so it is dropped (leaves the set)
+    // before the descriptor closes.
+    let _reply = reactor.register(stream.as_fd(), Key::Conn(0), PollFlags::POLLIN)?;
+    let _signals = reactor.register(signals.as_fd(), Key::Signals, PollFlags::POLLIN)?;
+    let (mut keys, mut output) = match &tty {
+        Some(t) => (
+            Some(reactor.register(sys::borrow_std_fd(0), Key::Keys, PollFlags::POLLIN)?),
+            Some(reactor.register(t.master(), Key::Output, PollFlags::POLLIN)?),
+        ),
+        None => (None, None),
+    };
     loop {
-        let mut interests = vec![
-            Interest {
-                token: Token::Reply,
-                fd: stream.as_fd(),
-                events: PollFlags::POLLIN,
-            },
-            Interest {
-                token: Token::Signals,
-                fd: signals.as_fd(),
-                events: PollFlags::POLLIN,
-            },
-        ];
-        if let Some(t) = &tty {
-            if !t.stdin_done {
-                interests.push(Interest {
-                    token: Token::Keys,
-                    fd: sys::borrow_std_fd(0),
-                    events: PollFlags::POLLIN,
-                });
-            }
-            if !t.master_done {
-                interests.push(Interest {
-                    token: Token::Output,
-                    fd: t.master(),
-                    events: PollFlags::POLLIN,
-                });
-            }
-        }
-        let ready = crate::event_loop::wait(&interests, None)?;
-        for (token, _) in ready {
-            match (token, &mut tty) {
-                (Token::Keys, Some(t)) => t.relay_keys(),
-                (Token::Output, Some(t)) => t.relay_output(),
-                (Token::Keys | Token::Output, None) => {}
-                (Token::Signals, _) => {
+        let ready = reactor.wait(None)?;
+        for (key, _) in ready {
+            match (key, &mut tty) {
+                (Key::Keys, Some(t)) => {
+                    t.relay_keys();
+                    if t.stdin_done {
+                        drop(keys.take());
+                    }
+                }
+                (Key::Output, Some(t)) => {
+                    t.relay_output();
+                    if t.master_done {
+                        drop(output.take());
+                    }
+                }
+                (Key::Signals, _) => {
                     let got = sys::read_signals(signals.as_fd())?;
                     if got.iter().any(|i| i.sig == Sig::WINCH) {
                         if let Some(t) = &tty {
@@ -220,7 +213,7 @@ fn exec(
                         }
                     }
                 }
-                (Token::Reply, _) => {
+                (Key::Conn(_), _) => {
                     let mut chunk = [0u8; 4096];
                     let n = match (&stream).read(&mut chunk) {
                         Ok(n) => n,
@@ -234,6 +227,7 @@ fn exec(
                     }
                     buf.extend_from_slice(&chunk[..n]);
                     if let Some((status, by_signal)) = exec_reply(&mut buf)? {
+                        drop((keys.take(), output.take()));
                         if let Some(mut t) = tty.take() {
                             t.drain();
                         }
@@ -243,17 +237,10 @@ fn exec(
                         return Ok(status);
                     }
                 }
+                _ => {}
             }
         }
     }
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Token {
-    Reply,
-    Signals,
-    Keys,
-    Output,
 }
 
 /// Sends the request with `fds` attached. As in send_request: a refusal may arrive before the

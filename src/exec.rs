@@ -5,9 +5,10 @@ use crate::control::proto::ExitReport;
 use crate::control::{ConnId, ExecRequest};
 use crate::exit::{self, Exit};
 use crate::proctable::Scope;
+use crate::reactor::Reactor;
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
-use crate::stop::{Outcome, Stop, StopPlan};
+use crate::stop::{Outcome, Stop, StopPlan, Wake};
 use crate::sys::{ChildSetup, ChildState};
 use crate::verdict::Reason;
 use nix::unistd::Pid;
@@ -116,7 +117,7 @@ impl Exec {
 
     /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop
     /// already signals these processes). `plan.first` may name a signal its group gets first.
-    pub fn begin_stop(&mut self, end: ExecEnd, plan: StopPlan, watch: bool) {
+    pub fn begin_stop(&mut self, end: ExecEnd, plan: StopPlan, reactor: &Reactor, watch: bool) {
         if self.stop.is_some() {
             return;
         }
@@ -127,10 +128,14 @@ impl Exec {
             ..plan
         };
         let now = Instant::now();
+        let wake = Wake {
+            reactor: reactor.clone(),
+            owner: self.conn,
+        };
         self.stop = Some(if watch {
-            Stop::watch(plan, now)
+            Stop::watch(plan, wake, now)
         } else {
-            Stop::begin(plan, now)
+            Stop::begin(plan, wake, now)
         });
     }
 

@@ -9,13 +9,13 @@ mod control;
 #[cfg(test)]
 mod docs;
 mod duration;
-mod event_loop;
 mod exec;
 mod exec_tty;
 mod exit;
 mod forward;
 mod msg;
 mod proctable;
+mod reactor;
 mod signal;
 mod slowread;
 mod spawn;

@@ -6,17 +6,20 @@ pub use plan::{FirstTarget, FirstWord, StopPlan};
 use plan::{Phase, Signals};
 
 use crate::proctable::{self, Handle, Proc, ProcError, Scope};
+use crate::reactor::{Key, Reactor, Registration};
 use crate::signal::Sig;
 use crate::sys;
+use nix::poll::PollFlags;
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
 
 /// How often the scope is rescanned when the kernel has no pidfds to wake us.
 const FALLBACK_TICK: Duration = Duration::from_millis(20);
 
 struct Tracked {
+    /// Declared before `handle`, so it leaves the reactor while the pidfd is still open.
+    wake: Option<Registration>,
     handle: Handle,
     /// SIGKILL was refused (EPERM): waiting longer will not help.
     unkillable: bool,
@@ -31,9 +34,18 @@ pub struct Outcome {
     pub elapsed: Duration,
 }
 
+/// Where a stop's members wake the run: its reactor, under the stop's owner (0: the run, n: exec
+/// n; see `reactor::Key::Member`).
+#[derive(Clone)]
+pub struct Wake {
+    pub reactor: Reactor,
+    pub owner: u64,
+}
+
 /// One stop (or watch) in progress over a scope.
 pub struct Stop {
     plan: StopPlan,
+    wake: Wake,
     phase: Phase,
     deadline: Option<Instant>,
     tracked: HashMap<Pid, Tracked>,
@@ -46,23 +58,24 @@ pub struct Stop {
 
 impl Stop {
     /// Steps 1 and the start of 2: signal every live member and start the grace period.
-    pub fn begin(plan: StopPlan, now: Instant) -> Stop {
-        let mut stop = Stop::new(plan, Phase::Grace, now);
+    pub fn begin(plan: StopPlan, wake: Wake, now: Instant) -> Stop {
+        let mut stop = Stop::new(plan, wake, Phase::Grace, now);
         stop.deadline = Some(now + plan.grace);
         stop.round(now);
         stop
     }
 
     /// Waits for the scope to empty on its own, sending nothing, until `deadline` if any.
-    pub fn watch(plan: StopPlan, now: Instant) -> Stop {
-        let mut stop = Stop::new(plan, Phase::Watch, now);
+    pub fn watch(plan: StopPlan, wake: Wake, now: Instant) -> Stop {
+        let mut stop = Stop::new(plan, wake, Phase::Watch, now);
         stop.round(now);
         stop
     }
 
-    fn new(plan: StopPlan, phase: Phase, now: Instant) -> Stop {
+    fn new(plan: StopPlan, wake: Wake, phase: Phase, now: Instant) -> Stop {
         Stop {
             plan,
+            wake,
             phase,
             deadline: None,
             tracked: HashMap::new(),
@@ -94,59 +107,12 @@ impl Stop {
         }
     }
 
-    /// The pidfds to poll, with their pids: one sentinel, a killable member where there is one.
-    /// The stop moves on only once every tracked member is gone, and each wake sweeps them all
-    /// (see `exited`), so one is enough; polling all n on every wake made a stop of n processes
-    /// cost O(n²) (1000 processes: 190 ms).
-    pub fn pidfds(&self) -> impl Iterator<Item = (Pid, BorrowedFd<'_>)> {
-        fn fd_of<'a>((pid, t): (&Pid, &'a Tracked)) -> Option<(Pid, BorrowedFd<'a>)> {
-            t.handle.pidfd().map(|fd| (*pid, fd))
-        }
-        let killable = self
-            .tracked
-            .iter()
-            .filter(|(_, t)| !t.unkillable)
-            .find_map(fd_of);
-        killable
-            .or_else(|| self.tracked.iter().find_map(fd_of))
-            .into_iter()
-    }
-
-    /// Processes whose pidfd became readable have exited; the others are checked too.
+    /// Processes whose pidfd became readable have exited.
     pub fn exited(&mut self, pids: &[Pid], now: Instant) {
         for pid in pids {
             self.tracked.remove(pid);
         }
-        self.sweep();
         self.progress(now);
-    }
-
-    /// Drops every tracked member whose pidfd reports an exit, in one poll(2) that does not wait.
-    /// If the poll fails, nothing is dropped: the sentinel still wakes us for each exit.
-    fn sweep(&mut self) {
-        use nix::poll::{PollFd, PollFlags, PollTimeout};
-        let (pids, mut fds): (Vec<Pid>, Vec<PollFd<'_>>) = self
-            .tracked
-            .iter()
-            .filter_map(|(pid, t)| {
-                t.handle
-                    .pidfd()
-                    .map(|fd| (*pid, PollFd::new(fd, PollFlags::POLLIN)))
-            })
-            .unzip();
-        if fds.is_empty() || nix::poll::poll(&mut fds, PollTimeout::ZERO).unwrap_or(0) <= 0 {
-            return;
-        }
-        let gone: Vec<Pid> = pids
-            .into_iter()
-            .zip(&fds)
-            .filter(|(_, f)| f.revents().is_some_and(|r| !r.is_empty()))
-            .map(|(pid, _)| pid)
-            .collect();
-        drop(fds);
-        for pid in gone {
-            self.tracked.remove(&pid);
-        }
     }
 
     /// The main child has exited: the rest of the scope now gets the stop signal too.
@@ -329,7 +295,21 @@ impl Stop {
     /// Tracks a signalled process, or remembers why it could not be signalled.
     fn record(&mut self, pid: Pid, result: Result<Option<Tracked>, String>) {
         match result {
-            Ok(Some(t)) => {
+            Ok(Some(mut t)) => {
+                if let Some(fd) = t.handle.pidfd() {
+                    let key = Key::Member {
+                        owner: self.wake.owner,
+                        pid,
+                    };
+                    match self.wake.reactor.register(fd, key, PollFlags::POLLIN) {
+                        Ok(r) => t.wake = Some(r),
+                        Err(e) => {
+                            // Its exit would wake nobody: the stop cannot be proven.
+                            self.errors.push(format!("could not watch pid {pid}: {e}"));
+                            self.failed = true;
+                        }
+                    }
+                }
                 self.tracked.insert(pid, t);
             }
             Ok(None) => {}
@@ -389,7 +369,11 @@ impl Stop {
                 }
             }
         }
-        Ok(Some(Tracked { handle, unkillable }))
+        Ok(Some(Tracked {
+            wake: None,
+            handle,
+            unkillable,
+        }))
     }
 
     /// Step 4: confirm. `proven_empty`: the kernel showed the scope empty (see the run's

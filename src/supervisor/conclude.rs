@@ -16,7 +16,7 @@ impl Supervisor {
         };
         for id in ids {
             if let Some(e) = self.execs.running.get_mut(&id) {
-                e.begin_stop(ExecEnd::RunEnded, plan, true);
+                e.begin_stop(ExecEnd::RunEnded, plan, &self.sources.reactor, true);
             }
             self.finish_exec(id, Instant::now());
         }

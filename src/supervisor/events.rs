@@ -15,114 +15,44 @@ impl Supervisor {
             if self.main_done() && self.execs.running.values().all(|e| e.watch_only()) {
                 return Ok(());
             }
-            let mut deadline = match &self.state {
-                State::Running => self.timeout_deadline(),
-                State::Watching(s) => earliest(self.timeout_deadline(), s.deadline()),
-                State::Stopping(s) => s.deadline(),
-            };
-            for e in self.execs.running.values() {
-                deadline = earliest(deadline, e.deadline());
-            }
-            if let Some(c) = &self.requests.server {
-                deadline = earliest(deadline, c.deadline());
-            }
-            let ready = {
-                let mut interests = vec![Interest {
-                    token: Token::Signals,
-                    fd: self.sources.signals.as_fd(),
-                    events: PollFlags::POLLIN,
-                }];
-                if let (Some(fd), State::Running | State::Watching(_)) =
-                    (&self.sources.parent, &self.state)
-                {
-                    interests.push(Interest {
-                        token: Token::Parent,
-                        fd: fd.as_fd(),
-                        events: PollFlags::POLLIN,
-                    });
-                }
-                if let State::Stopping(s) | State::Watching(s) = &self.state {
-                    interests.extend(s.pidfds().map(|(pid, fd)| Interest {
-                        token: Token::Member(pid),
-                        fd,
-                        events: PollFlags::POLLIN,
-                    }));
-                }
-                for (id, e) in &self.execs.running {
-                    if let Some(s) = &e.stop {
-                        interests.extend(s.pidfds().map(|(pid, fd)| Interest {
-                            token: Token::ExecMember(*id, pid),
-                            fd,
-                            events: PollFlags::POLLIN,
-                        }));
-                    }
-                }
-                if let Some(c) = &self.requests.server {
-                    interests.extend(c.interests().into_iter().map(|(t, fd, events)| Interest {
-                        token: Token::Control(t),
-                        fd,
-                        events,
-                    }));
-                }
-                event_loop::wait(&interests, deadline).context("waiting for events (poll)")?
-            };
+            let ready = self
+                .sources
+                .reactor
+                .wait(self.deadline())
+                .context("waiting for events (epoll)")?;
             let now = Instant::now();
-            let mut exited = Vec::new();
-            let mut exec_exited: BTreeMap<ConnId, Vec<Pid>> = BTreeMap::new();
+            let mut exited: BTreeMap<u64, Vec<Pid>> = BTreeMap::new();
             let mut got_signals = false;
             let mut control_events = Vec::new();
-            for (token, revents) in &ready {
-                match token {
-                    Token::Signals => got_signals = true,
-                    Token::Parent => {
-                        msg::verbose(format_args!("parent process exited"));
-                        self.sources.parent = None;
-                        self.begin_stop(Reason::ParentDied, None);
-                    }
-                    Token::Member(pid) => exited.push(*pid),
-                    Token::ExecMember(id, pid) => exec_exited.entry(*id).or_default().push(*pid),
-                    Token::Control(t) => {
+            for (key, revents) in ready {
+                match key {
+                    Key::Signals => got_signals = true,
+                    Key::Parent => self.on_parent_exit(),
+                    Key::Member { owner, pid } => exited.entry(owner).or_default().push(pid),
+                    Key::Listener | Key::Conn(_) => {
                         if let Some(c) = &mut self.requests.server {
-                            control_events.extend(c.on_ready(*t, *revents, now));
+                            control_events.extend(c.on_ready(key, revents, now));
                         }
                     }
+                    Key::Keys | Key::Output => {}
                 }
             }
             if got_signals {
-                let infos = sys::read_signals(self.sources.signals.as_fd())
-                    .context("reading signals (signalfd)")?;
-                let mut chld = false;
-                // Signals first: a SIGCONT must be forwarded before a stale stop report is read.
-                for info in infos {
-                    if info.sig == Sig::CHLD {
-                        chld = true;
-                    } else if info.is_own_write_error() {
-                        // Not even a -v line: stderr may be the closed pipe, and the line would
-                        // raise the next one.
-                    } else {
-                        msg::verbose(format_args!(
-                            "received {} from pid {}",
-                            info.sig, info.sender
-                        ));
-                        self.on_signal(info);
-                    }
-                }
-                if chld {
-                    self.reap();
-                }
+                self.on_signals()?;
             }
-            if let State::Stopping(s) | State::Watching(s) = &mut self.state {
-                if !exited.is_empty() {
-                    s.exited(&exited, now);
-                }
-            }
-            for (id, pids) in exec_exited {
-                if let Some(stop) = self
-                    .execs
-                    .running
-                    .get_mut(&id)
-                    .and_then(|e| e.stop.as_mut())
-                {
+            for (owner, pids) in exited {
+                let stop = match owner {
+                    RUN => match &mut self.state {
+                        State::Stopping(s) | State::Watching(s) => Some(s),
+                        State::Running => None,
+                    },
+                    id => self
+                        .execs
+                        .running
+                        .get_mut(&id)
+                        .and_then(|e| e.stop.as_mut()),
+                };
+                if let Some(stop) = stop {
                     stop.exited(&pids, now);
                 }
             }
@@ -132,21 +62,77 @@ impl Supervisor {
             if let Some(c) = &mut self.requests.server {
                 c.expire(now);
             }
-            let plan = self.plan(None);
-            for e in self.execs.running.values_mut() {
-                if e.stop.is_none() && e.deadline().is_some_and(|d| now >= d) {
-                    msg::verbose(format_args!("exec {} timed out", e.pid));
-                    e.begin_stop(ExecEnd::Timeout, plan, false);
-                }
+            self.on_deadlines(now);
+        }
+    }
+
+    /// The earliest moment something must happen without an event.
+    fn deadline(&self) -> Option<Instant> {
+        let mut deadline = match &self.state {
+            State::Running => self.timeout_deadline(),
+            State::Watching(s) => earliest(self.timeout_deadline(), s.deadline()),
+            State::Stopping(s) => s.deadline(),
+        };
+        for e in self.execs.running.values() {
+            deadline = earliest(deadline, e.deadline());
+        }
+        if let Some(c) = &self.requests.server {
+            deadline = earliest(deadline, c.deadline());
+        }
+        deadline
+    }
+
+    fn on_parent_exit(&mut self) {
+        // Readable for good from now on: closing it leaves the reactor.
+        self.sources.parent = None;
+        if !matches!(self.state, State::Stopping(_)) {
+            msg::verbose(format_args!("parent process exited"));
+            self.begin_stop(Reason::ParentDied, None);
+        }
+    }
+
+    fn on_signals(&mut self) -> anyhow::Result<()> {
+        let infos =
+            sys::read_signals(self.sources.signals.fd()).context("reading signals (signalfd)")?;
+        let mut chld = false;
+        // Signals first: a SIGCONT must be forwarded before a stale stop report is read.
+        for info in infos {
+            if info.sig == Sig::CHLD {
+                chld = true;
+            } else if info.is_own_write_error() {
+                // Not even a -v line: stderr may be the closed pipe, and the line would raise
+                // the next one.
+            } else {
+                msg::verbose(format_args!(
+                    "received {} from pid {}",
+                    info.sig, info.sender
+                ));
+                self.on_signal(info);
             }
-            if let Some(d) = self.timeout_deadline() {
-                if now >= d && matches!(self.state, State::Running | State::Watching(_)) {
-                    msg::verbose(format_args!(
-                        "timeout after {}",
-                        humantime::format_duration(self.args.stop.timeout.unwrap_or_default())
-                    ));
-                    self.begin_stop(Reason::Timeout, None);
-                }
+        }
+        if chld {
+            self.reap();
+        }
+        Ok(())
+    }
+
+    /// Exec timeouts and the run's `--timeout`.
+    fn on_deadlines(&mut self, now: Instant) {
+        let plan = self.plan(None);
+        let reactor = &self.sources.reactor;
+        for e in self.execs.running.values_mut() {
+            if e.stop.is_none() && e.deadline().is_some_and(|d| now >= d) {
+                msg::verbose(format_args!("exec {} timed out", e.pid));
+                e.begin_stop(ExecEnd::Timeout, plan, reactor, false);
+            }
+        }
+        if let Some(d) = self.timeout_deadline() {
+            if now >= d && matches!(self.state, State::Running | State::Watching(_)) {
+                msg::verbose(format_args!(
+                    "timeout after {}",
+                    humantime::format_duration(self.args.stop.timeout.unwrap_or_default())
+                ));
+                self.begin_stop(Reason::Timeout, None);
             }
         }
     }

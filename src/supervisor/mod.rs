@@ -11,15 +11,15 @@ mod signals;
 use crate::cli::{ForwardTo, RunArgs, ScopeArg, StopOrder, WhenChildExits};
 use crate::control::proto::{self, ErrorCode};
 use crate::control::{self, ConnId, Request};
-use crate::event_loop::{self, Interest};
 use crate::exec::{Exec, ExecEnd};
 use crate::exit::{self, Exit};
 use crate::forward;
 use crate::msg;
 use crate::proctable::Scope;
+use crate::reactor::{Key, Reactor, Watched};
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
-use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan};
+use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan, Wake};
 use crate::sys::{self, ChildSetup, ChildState};
 use crate::terminal::Terminal;
 use crate::verdict::{ChildReport, Reason, Verdict};
@@ -65,14 +65,8 @@ enum State {
     Stopping(Stop),
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Token {
-    Signals,
-    Parent,
-    Member(Pid),
-    Control(control::Token),
-    ExecMember(ConnId, Pid),
-}
+/// The owner of the run's own stop in `Key::Member` (execs are owners 1 and up, their ids).
+const RUN: u64 = 0;
 
 /// Everything the run loop owns.
 pub struct Supervisor {
@@ -88,10 +82,12 @@ pub struct Supervisor {
     execs: Execs,
 }
 
-/// What wakes the run besides its members: signals, and the parent's exit (`--parent-death`).
+/// The reactor, and what wakes the run besides its members and clients: signals, and the
+/// parent's exit (`--parent-death`).
 struct Sources {
-    signals: OwnedFd,
-    parent: Option<OwnedFd>,
+    reactor: Reactor,
+    signals: Watched,
+    parent: Option<Watched>,
 }
 
 /// What the verdict reports beyond the stop's own outcome.
@@ -137,18 +133,28 @@ impl Supervisor {
     pub fn new(args: RunArgs) -> anyhow::Result<Supervisor> {
         sys::raise_nofile_limit();
         let pid1 = sys::own_pid().as_raw() == 1;
+        let reactor = Reactor::new().context("setting up the event loop (epoll)")?;
         let signals = sys::signalfd_for_all().context("setting up signal handling (signalfd)")?;
+        let signals = reactor
+            .watch(signals, Key::Signals, PollFlags::POLLIN)
+            .context("watching signals (epoll)")?;
         if !pid1 {
             sys::set_child_subreaper()
                 .context("becoming the child subreaper (PR_SET_CHILD_SUBREAPER)")?;
         }
-        let parent = if args.signals.parent_death {
-            watch_parent()?
-        } else {
-            None
+        let parent = match args.signals.parent_death {
+            true => match watch_parent()? {
+                Some(fd) => Some(
+                    reactor
+                        .watch(fd, Key::Parent, PollFlags::POLLIN)
+                        .context("watching the parent (epoll)")?,
+                ),
+                None => None,
+            },
+            false => None,
         };
         let control = match &args.control {
-            Some(path) => Some(control::Server::bind(path)?),
+            Some(path) => Some(control::Server::bind(path, &reactor)?),
             None => None,
         };
         Ok(Supervisor {
@@ -162,7 +168,11 @@ impl Supervisor {
                         .iter()
                         .any(|r| Terminal::rewrites_terminal_signal(r.from)),
             ),
-            sources: Sources { signals, parent },
+            sources: Sources {
+                reactor,
+                signals,
+                parent,
+            },
             child: MainChild {
                 pid: None,
                 pidfd: None,
@@ -305,7 +315,7 @@ impl Supervisor {
         }
         self.record.reason = Some(Reason::of_stop(self.record.reason, reason));
         msg::verbose(format_args!("stopping: {}", reason.words()));
-        self.state = State::Stopping(Stop::begin(self.plan(first), Instant::now()));
+        self.state = State::Stopping(Stop::begin(self.plan(first), self.wake(), Instant::now()));
         self.stop_execs();
     }
 
@@ -316,7 +326,15 @@ impl Supervisor {
         let watch =
             self.args.stop.scope == ScopeArg::Tree && matches!(self.state, State::Stopping(_));
         for e in self.execs.running.values_mut() {
-            e.begin_stop(ExecEnd::RunEnded, plan, watch);
+            e.begin_stop(ExecEnd::RunEnded, plan, &self.sources.reactor, watch);
+        }
+    }
+
+    /// Where the run's own stop members wake the loop.
+    fn wake(&self) -> Wake {
+        Wake {
+            reactor: self.sources.reactor.clone(),
+            owner: RUN,
         }
     }
 }

@@ -24,7 +24,7 @@ impl Supervisor {
                     self.record.reaped += 1;
                     e.status = Some(state);
                     msg::verbose(format_args!("exec {pid} ended: {state}"));
-                    e.begin_stop(ExecEnd::Exited, plan, false);
+                    e.begin_stop(ExecEnd::Exited, plan, &self.sources.reactor, false);
                 }
                 continue;
             }
@@ -45,8 +45,11 @@ impl Supervisor {
                             WhenChildExits::Stop => self.begin_stop(Reason::ChildExited, None),
                             WhenChildExits::Wait => {
                                 self.record.reason = Some(Reason::ChildExited);
-                                self.state =
-                                    State::Watching(Stop::watch(self.plan(None), Instant::now()));
+                                self.state = State::Watching(Stop::watch(
+                                    self.plan(None),
+                                    self.wake(),
+                                    Instant::now(),
+                                ));
                                 self.stop_execs();
                             }
                         }

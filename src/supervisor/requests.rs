@@ -125,7 +125,12 @@ impl Supervisor {
                     // What the client received reaches the exec's group first, as a forwarded
                     // signal does at the start of the run's stop.
                     let first = signal.map(|s| (FirstTarget::Group(e.pid), s, s));
-                    e.begin_stop(ExecEnd::Client, StopPlan { first, ..plan }, false);
+                    e.begin_stop(
+                        ExecEnd::Client,
+                        StopPlan { first, ..plan },
+                        &self.sources.reactor,
+                        false,
+                    );
                 }
             }
         }

@@ -3,6 +3,7 @@
 //! Everything above this module speaks in `Pid`, `Sig` and `OwnedFd`.
 #![allow(unsafe_code)]
 
+mod epoll;
 mod kill;
 mod reap;
 mod settings;
@@ -10,6 +11,7 @@ mod signalfd;
 mod spawn;
 mod start;
 
+pub use epoll::*;
 pub use kill::*;
 pub use reap::*;
 pub use settings::*;

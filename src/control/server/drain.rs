@@ -37,51 +37,45 @@ impl Server {
 }
 
 /// Waits until every client has exited (its pidfd, opened now from the SO_PEERCRED pid, reads
-/// ready) or, where there is no pidfd, has closed its end; or until `end`.
+/// ready) or, where there is no pidfd, has closed its end; or until `end`. A reactor of its own:
+/// the run's has the signalfd, which would wake this wait for signals nobody reads any more.
 fn wait_gone(clients: Vec<(UnixStream, i32)>, end: Instant) {
     use std::io::Read;
-    let mut open: Vec<(UnixStream, Option<OwnedFd>)> = clients
+    let Ok(reactor) = Reactor::new() else {
+        return;
+    };
+    // Each entry: its registration (dropped first), the stream, and the pidfd if any.
+    let mut open: BTreeMap<u64, (Option<Registration>, UnixStream, Option<OwnedFd>)> = clients
         .into_iter()
-        .map(|(s, pid)| {
-            let fd = (pid > 0)
+        .zip(0u64..)
+        .map(|((s, pid), i)| {
+            let pidfd = (pid > 0)
                 .then(|| crate::sys::pidfd_open(nix::unistd::Pid::from_raw(pid)).ok())
                 .flatten();
-            (s, fd)
+            let fd = pidfd.as_ref().map_or(s.as_fd(), |fd| fd.as_fd());
+            let reg = reactor.register(fd, Key::Conn(i), PollFlags::POLLIN).ok();
+            (i, (reg, s, pidfd))
         })
         .collect();
     while !open.is_empty() && Instant::now() < end {
-        let ready = {
-            let interests: Vec<crate::event_loop::Interest<'_, usize>> = open
-                .iter()
-                .enumerate()
-                .map(|(i, (s, fd))| crate::event_loop::Interest {
-                    token: i,
-                    fd: fd.as_ref().map_or(s.as_fd(), |fd| fd.as_fd()),
-                    events: PollFlags::POLLIN,
-                })
-                .collect();
-            match crate::event_loop::wait(&interests, Some(end)) {
-                Ok(r) => r,
-                Err(_) => return,
-            }
+        let Ok(ready) = reactor.wait(Some(end)) else {
+            return;
         };
-        let mut gone: Vec<usize> = Vec::new();
-        for (i, _) in ready {
-            let (stream, pidfd) = &open[i];
-            if pidfd.is_some() {
-                gone.push(i);
+        for (key, _) in ready {
+            let Key::Conn(i) = key else { continue };
+            let Some((_, stream, pidfd)) = open.get(&i) else {
                 continue;
+            };
+            let gone = pidfd.is_some() || {
+                let mut scratch = [0u8; 512];
+                match (&*stream).read(&mut scratch) {
+                    Ok(n) => n == 0,
+                    Err(e) => e.kind() != ErrorKind::WouldBlock,
+                }
+            };
+            if gone {
+                open.remove(&i);
             }
-            let mut scratch = [0u8; 512];
-            match (&*stream).read(&mut scratch) {
-                Ok(n) if n > 0 => {}
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {}
-                _ => gone.push(i),
-            }
-        }
-        gone.sort_unstable();
-        for i in gone.into_iter().rev() {
-            open.swap_remove(i);
         }
     }
 }

@@ -5,12 +5,13 @@ mod drain;
 
 use super::proto::*;
 use crate::msg;
+use crate::reactor::{Key, Reactor, Registration};
 use anyhow::{bail, Context};
 use nix::poll::PollFlags;
 use nix::sys::socket::{self, sockopt, ControlMessageOwned, MsgFlags};
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -44,6 +45,8 @@ enum Phase {
 }
 
 struct Conn {
+    /// Declared before `stream`, so it leaves the reactor while the socket is still open.
+    reg: Registration,
     stream: UnixStream,
     phase: Phase,
     inbuf: Vec<u8>,
@@ -60,6 +63,9 @@ struct Conn {
 /// The listening socket and its clients.
 pub struct Server {
     path: PathBuf,
+    reactor: Reactor,
+    /// Declared before `listener`, so it leaves the reactor while the socket is still open.
+    listening: Registration,
     listener: UnixListener,
     conns: BTreeMap<ConnId, Conn>,
     /// Set at exit as PID 1 (`linger`): answered clients (our side shut) and their pids, kept
@@ -69,17 +75,10 @@ pub struct Server {
     uid: u32,
 }
 
-/// Tokens the event loop hands back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Token {
-    Listener,
-    Conn(ConnId),
-}
-
 impl Server {
     /// Creates the socket at `path` with mode 0600. A live instance's socket is refused; a stale
     /// one (nobody accepts on it) is replaced.
-    pub fn bind(path: &Path) -> anyhow::Result<Server> {
+    pub fn bind(path: &Path, reactor: &Reactor) -> anyhow::Result<Server> {
         let shown = path.display();
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             use std::os::unix::fs::FileTypeExt;
@@ -109,7 +108,12 @@ impl Server {
         listener
             .set_nonblocking(true)
             .context("making the control socket non-blocking")?;
+        let listening = reactor
+            .register(listener.as_fd(), Key::Listener, PollFlags::POLLIN)
+            .context("watching the control socket (epoll)")?;
         Ok(Server {
+            reactor: reactor.clone(),
+            listening,
             // Removed at exit by its absolute name: the run leaves its working directory. The
             // socket itself was bound by the name given, which may be the shorter one (a
             // socket's path has a limit of 107 bytes).
@@ -122,12 +126,18 @@ impl Server {
         })
     }
 
-    /// The descriptors to poll and what to poll them for.
-    pub fn interests(&self) -> Vec<(Token, BorrowedFd<'_>, PollFlags)> {
-        let mut v = Vec::with_capacity(self.conns.len() + 1);
-        if self.conns.len() < MAX_CONNS {
-            v.push((Token::Listener, self.listener.as_fd(), PollFlags::POLLIN));
-        }
+    /// Tells the reactor what each descriptor now waits for: no new clients while full, input
+    /// while a client may still send, output while a reply is queued.
+    fn sync(&self) {
+        let full = self.conns.len() >= MAX_CONNS;
+        let listen = if full {
+            PollFlags::empty()
+        } else {
+            PollFlags::POLLIN
+        };
+        let _ = self
+            .listening
+            .set(self.listener.as_fd(), Key::Listener, listen);
         for (id, c) in &self.conns {
             let mut flags = PollFlags::empty();
             if matches!(c.phase, Phase::Reading | Phase::Attached | Phase::Waiting)
@@ -138,9 +148,9 @@ impl Server {
             if !c.out.is_empty() {
                 flags |= PollFlags::POLLOUT;
             }
-            v.push((Token::Conn(*id), c.stream.as_fd(), flags));
+            // A failure leaves the old interest: at worst one more wake-up, never a lost one.
+            let _ = c.reg.set(c.stream.as_fd(), Key::Conn(*id), flags);
         }
-        v
     }
 
     /// When the slowest silent client must be dropped.
@@ -152,12 +162,15 @@ impl Server {
             .min()
     }
 
-    /// Handles readiness of one token; returns what the supervisor must do.
-    pub fn on_ready(&mut self, token: Token, revents: PollFlags, now: Instant) -> Vec<Event> {
-        match token {
-            Token::Listener => self.accept(now),
-            Token::Conn(id) => self.on_conn(id, revents, now),
-        }
+    /// Handles readiness of the listener or a connection; returns what the supervisor must do.
+    pub fn on_ready(&mut self, key: Key, revents: PollFlags, now: Instant) -> Vec<Event> {
+        let events = match key {
+            Key::Listener => self.accept(now),
+            Key::Conn(id) => self.on_conn(id, revents, now),
+            _ => Vec::new(),
+        };
+        self.sync();
+        events
     }
 
     fn accept(&mut self, now: Instant) -> Vec<Event> {
@@ -180,7 +193,18 @@ impl Server {
         };
         let id = self.next;
         self.next += 1;
+        let reg = match self
+            .reactor
+            .register(stream.as_fd(), Key::Conn(id), PollFlags::POLLIN)
+        {
+            Ok(r) => r,
+            Err(e) => {
+                msg::warn(format_args!("control socket: cannot watch a client: {e}"));
+                return events;
+            }
+        };
         let mut conn = Conn {
+            reg,
             stream,
             phase: Phase::Reading,
             inbuf: Vec::new(),
@@ -375,6 +399,7 @@ impl Server {
                 &format!("no complete request within {} s", READ_TIMEOUT.as_secs()),
             );
         }
+        self.sync();
     }
 
     fn fail(&mut self, id: ConnId, code: ErrorCode, text: &str) {
@@ -392,6 +417,7 @@ impl Server {
             }
         }
         self.flush(id);
+        self.sync();
     }
 
     fn flush(&mut self, id: ConnId) {
