@@ -5,6 +5,7 @@
 
 mod cli;
 mod client;
+mod config;
 mod control;
 #[cfg(test)]
 mod docs;
@@ -76,15 +77,7 @@ fn run(args: cli::RunArgs) -> u8 {
     } else {
         1
     });
-    let mut args = args;
-    // The run leaves its working directory once the child has started; a relative verdict path
-    // still names the file the caller meant.
-    if let verdict::Sink::Path(p) = &mut args.output.verdict {
-        if let Ok(abs) = std::path::absolute(&*p) {
-            *p = abs;
-        }
-    }
-    let sup = match supervisor::Supervisor::new(args) {
+    let sup = match supervisor::Supervisor::new(config::RunConfig::from(args)) {
         Ok(s) => s,
         Err(e) => {
             msg::error(format_args!("{e:#}"));

@@ -23,7 +23,7 @@ impl Supervisor {
         let state = std::mem::replace(&mut self.state, State::Running);
         // The main child and other dead children are zombies now; collect their status. Then the
         // kernel's own word, where it has one, is the proof; /proc only names survivors.
-        let empty = self.args.stop.scope == ScopeArg::Tree && self.tree_is_empty();
+        let empty = self.config.stop.scope == ScopeArg::Tree && self.tree_is_empty();
         let outcome = match state {
             State::Stopping(s) | State::Watching(s) => s.finish(Instant::now(), empty),
             State::Running => Outcome {
@@ -67,7 +67,7 @@ impl Supervisor {
             },
             child: self.child.report(),
             exit_code: exit.code,
-            scope: match self.args.stop.scope {
+            scope: match self.config.stop.scope {
                 ScopeArg::Tree => "tree",
                 ScopeArg::Group => "group",
             },
@@ -115,8 +115,8 @@ impl Supervisor {
             reason,
             child: self.child.status,
             spawn_error: self.child.spawn_error,
-            preserve_status: self.args.output.preserve_status,
-            success_exit: &self.args.output.success_exit,
+            preserve_status: self.config.preserve_status,
+            success_exit: &self.config.success_exit,
             pid1: self.pid1,
         })
     }

@@ -130,7 +130,7 @@ impl Supervisor {
             if now >= d && matches!(self.state, State::Running | State::Watching(_)) {
                 msg::verbose(format_args!(
                     "timeout after {}",
-                    humantime::format_duration(self.args.stop.timeout.unwrap_or_default())
+                    humantime::format_duration(self.config.stop.timeout.unwrap_or_default())
                 ));
                 self.begin_stop(Reason::Timeout, None);
             }

@@ -8,7 +8,8 @@ mod reap;
 mod requests;
 mod signals;
 
-use crate::cli::{ForwardTo, RunArgs, ScopeArg, StopOrder, WhenChildExits};
+use crate::cli::{ForwardTo, ScopeArg, StopOrder, WhenChildExits};
+use crate::config::RunConfig;
 use crate::control::proto::{self, ErrorCode};
 use crate::control::{self, ConnId, Request};
 use crate::exec::{Exec, ExecEnd};
@@ -70,7 +71,7 @@ const RUN: u64 = 0;
 
 /// Everything the run loop owns.
 pub struct Supervisor {
-    args: RunArgs,
+    config: RunConfig,
     pid1: bool,
     terminal: Terminal,
     sources: Sources,
@@ -130,7 +131,7 @@ struct Ended {
 
 impl Supervisor {
     /// Sets up signals, the reaper role and the parent watch; nothing is started yet.
-    pub fn new(args: RunArgs) -> anyhow::Result<Supervisor> {
+    pub fn new(config: RunConfig) -> anyhow::Result<Supervisor> {
         sys::raise_nofile_limit();
         let pid1 = sys::own_pid().as_raw() == 1;
         let reactor = Reactor::new().context("setting up the event loop (epoll)")?;
@@ -142,7 +143,7 @@ impl Supervisor {
             sys::set_child_subreaper()
                 .context("becoming the child subreaper (PR_SET_CHILD_SUBREAPER)")?;
         }
-        let parent = match args.signals.parent_death {
+        let parent = match config.signals.parent_death {
             true => match watch_parent()? {
                 Some(fd) => Some(
                     reactor
@@ -153,16 +154,16 @@ impl Supervisor {
             },
             false => None,
         };
-        let control = match &args.control {
+        let control = match &config.control {
             Some(path) => Some(control::Server::bind(path, &reactor)?),
             None => None,
         };
         Ok(Supervisor {
             pid1,
             terminal: Terminal::decide(
-                args.signals.session,
-                args.stop.scope == ScopeArg::Group
-                    || args
+                config.signals.session,
+                config.stop.scope == ScopeArg::Group
+                    || config
                         .signals
                         .rewrite
                         .iter()
@@ -187,12 +188,12 @@ impl Supervisor {
                 ..Requests::default()
             },
             execs: Execs::default(),
-            args,
+            config,
         })
     }
 
     fn scope(&self) -> Scope {
-        match (self.args.stop.scope, self.child.pid) {
+        match (self.config.stop.scope, self.child.pid) {
             (ScopeArg::Group, Some(pid)) => Scope::Group(pid),
             _ => Scope::Tree,
         }
@@ -221,7 +222,7 @@ impl Supervisor {
                 }
             }
         }
-        let sink = self.args.output.verdict.clone();
+        let sink = self.config.sink.clone();
         let pid1 = self.pid1;
         self.conclude().deliver(&sink, pid1)
     }
@@ -232,11 +233,11 @@ impl Supervisor {
             ..self.child_setup(self.terminal.give_at_start)
         };
         self.started = Instant::now();
-        match spawn::spawn_main(&self.args.command, setup) {
+        match spawn::spawn_main(&self.config.command, setup) {
             Ok(pid) => {
                 msg::verbose(format_args!(
                     "started {} as pid {pid}",
-                    exit::command_words(&self.args.command[..1])
+                    exit::command_words(&self.config.command[..1])
                 ));
                 self.child.pid = Some(pid);
                 // The child stays our unreaped child until we wait for it, so its pid is stable.
@@ -251,7 +252,7 @@ impl Supervisor {
                 let (SpawnError::NotFound(err) | SpawnError::CannotExecute(err)) = &e;
                 msg::error(format_args!(
                     "cannot run {}: {err}",
-                    exit::command_words(&self.args.command[..1])
+                    exit::command_words(&self.config.command[..1])
                 ));
                 self.child.spawn_error = Some(e.exit_code());
                 self.begin_stop(Reason::ChildExited, None);
@@ -261,12 +262,12 @@ impl Supervisor {
 
     fn child_setup(&self, foreground: bool) -> ChildSetup {
         ChildSetup {
-            new_session: self.args.signals.session,
+            new_session: self.config.signals.session,
             keep_group: false,
             controlling_tty: false,
             foreground_tty: foreground.then_some(0),
-            parent_death_signal: (!self.args.signals.child_pdeathsig.is_none())
-                .then_some(self.args.signals.child_pdeathsig),
+            parent_death_signal: (!self.config.signals.child_pdeathsig.is_none())
+                .then_some(self.config.signals.child_pdeathsig),
             parent: sys::own_pid().as_raw(),
         }
     }
@@ -280,7 +281,7 @@ impl Supervisor {
     }
 
     fn timeout_deadline(&self) -> Option<Instant> {
-        self.args
+        self.config
             .stop
             .timeout
             .filter(|t| !t.is_zero())
@@ -294,11 +295,11 @@ impl Supervisor {
     fn plan(&self, first: Option<(FirstTarget, Sig, Sig)>) -> StopPlan {
         StopPlan {
             scope: self.scope(),
-            stop_signal: self.args.stop.stop_signal,
-            grace: self.requests.grace.unwrap_or(self.args.stop.grace),
-            kill_timeout: self.args.stop.kill_timeout,
+            stop_signal: self.config.stop.stop_signal,
+            grace: self.requests.grace.unwrap_or(self.config.stop.grace),
+            kill_timeout: self.config.stop.kill_timeout,
             first,
-            first_word: match (self.args.stop.stop_order, self.child.pid) {
+            first_word: match (self.config.stop.stop_order, self.child.pid) {
                 (StopOrder::Child, Some(child)) if self.child.alive() => Some(FirstWord {
                     child,
                     group: self.child_group(),
@@ -324,7 +325,7 @@ impl Supervisor {
     fn stop_execs(&mut self) {
         let plan = self.plan(None);
         let watch =
-            self.args.stop.scope == ScopeArg::Tree && matches!(self.state, State::Stopping(_));
+            self.config.stop.scope == ScopeArg::Tree && matches!(self.state, State::Stopping(_));
         for e in self.execs.running.values_mut() {
             e.begin_stop(ExecEnd::RunEnded, plan, &self.sources.reactor, watch);
         }

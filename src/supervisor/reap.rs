@@ -41,7 +41,7 @@ impl Supervisor {
                     // pidfd told the stop before SIGCHLD was read) must not start a second stop
                     // that renames the first one's reason (timeout or signal became child_exited).
                     if matches!(self.state, State::Running) && self.record.reason.is_none() {
-                        match self.args.stop.when_child_exits {
+                        match self.config.stop.when_child_exits {
                             WhenChildExits::Stop => self.begin_stop(Reason::ChildExited, None),
                             WhenChildExits::Wait => {
                                 self.record.reason = Some(Reason::ChildExited);

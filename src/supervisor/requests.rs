@@ -166,7 +166,7 @@ impl Supervisor {
         serde_json::json!({
             "pid": sys::own_pid().as_raw(),
             "state": match self.state { State::Running => "running", State::Watching(_) => "waiting", State::Stopping(_) => "stopping" },
-            "scope": match self.args.stop.scope { ScopeArg::Tree => "tree", ScopeArg::Group => "group" },
+            "scope": match self.config.stop.scope { ScopeArg::Tree => "tree", ScopeArg::Group => "group" },
             "child": {
                 "pid": self.child.pid.map(Pid::as_raw),
                 "alive": self.child.alive(),

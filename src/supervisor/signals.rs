@@ -9,9 +9,9 @@ impl Supervisor {
             ignored_at_start: sys::ignored_at_start(sig),
             from_terminal_to_shared_group: self.terminal.shared_group && info.from_kernel,
             stopping: matches!(self.state, State::Stopping(_)),
-            stops_the_run: self.args.stop.stop_on.contains(&sig),
-            rewrite: &self.args.signals.rewrite,
-            session: self.args.signals.session,
+            stops_the_run: self.config.stop.stop_on.contains(&sig),
+            rewrite: &self.config.signals.rewrite,
+            session: self.config.signals.session,
             pid1: self.pid1,
         };
         match forward::decide(sig, view) {
@@ -50,7 +50,7 @@ impl Supervisor {
     }
 
     pub(super) fn forward_target(&self) -> FirstTarget {
-        match self.args.signals.forward_to {
+        match self.config.signals.forward_to {
             ForwardTo::Group => FirstTarget::Group(self.child_group()),
             ForwardTo::Child => FirstTarget::Process(self.child.pid.unwrap_or(Pid::from_raw(0))),
         }
@@ -59,7 +59,7 @@ impl Supervisor {
     /// Where a forwarded signal goes now; None when there is nobody to send it to.
     pub(super) fn delivery_target(&self) -> Option<forward::Target<'_>> {
         let pid = self.child.pid?;
-        Some(match self.args.signals.forward_to {
+        Some(match self.config.signals.forward_to {
             // The group is also the caller's: only the run's own members get it.
             ForwardTo::Group if self.terminal.shared_group => {
                 forward::Target::GroupInTree(self.terminal.me_pgid)

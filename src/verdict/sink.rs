@@ -1,6 +1,7 @@
 //! Where the verdict goes: stderr, stdout, off, or a file (by rename, or in place where that
 //! cannot be done), a FIFO or a device in one write.
 
+use crate::cli::VerdictTo;
 use std::io::Write;
 use std::os::unix::fs::FileTypeExt;
 use std::path::{Path, PathBuf};
@@ -14,27 +15,20 @@ pub enum Sink {
     Path(PathBuf),
 }
 
-impl Sink {
-    /// Parses `--verdict`: `off`, `-`, `stderr`, or a path whose folder exists.
-    pub fn parse(text: &str) -> Result<Sink, String> {
-        match text {
-            "off" => return Ok(Sink::Off),
-            "-" | "stdout" => return Ok(Sink::Stdout),
-            "stderr" => return Ok(Sink::Stderr),
-            "" => return Err("empty path; expected a file path, -, stderr or off".into()),
-            _ => {}
+impl From<VerdictTo> for Sink {
+    fn from(to: VerdictTo) -> Sink {
+        match to {
+            VerdictTo::Off => Sink::Off,
+            VerdictTo::Stdout => Sink::Stdout,
+            VerdictTo::Stderr => Sink::Stderr,
+            // The run leaves its working directory once the child has started; a relative path
+            // still names the file the caller meant.
+            VerdictTo::Path(p) => Sink::Path(std::path::absolute(&p).unwrap_or(p)),
         }
-        let path = PathBuf::from(text);
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !parent.is_dir() {
-            return Err(format!("folder '{}' does not exist; expected a file path in an existing folder, -, stderr or off", parent.display()));
-        }
-        Ok(Sink::Path(path))
     }
+}
 
+impl Sink {
     /// Writes the line. A regular file is replaced atomically; a FIFO, a character device or
     /// `/dev/fd/N` gets a single write.
     pub fn write(&self, line: &str) -> Result<(), String> {
