@@ -40,6 +40,12 @@ impl ExecEnd {
     }
 }
 
+/// Where an exec is. Once its stop is done, the run reports it and drops it (`finish`).
+enum Phase {
+    Running,
+    Stopping(ExecEnd, Stop),
+}
+
 /// One running exec.
 pub struct Exec {
     pub conn: ConnId,
@@ -48,8 +54,7 @@ pub struct Exec {
     pub started: Instant,
     timeout: Option<Duration>,
     pub status: Option<ChildState>,
-    pub stop: Option<Stop>,
-    end: Option<ExecEnd>,
+    phase: Phase,
 }
 
 impl Exec {
@@ -95,16 +100,15 @@ impl Exec {
             started: Instant::now(),
             timeout,
             status: None,
-            stop: None,
-            end: None,
+            phase: Phase::Running,
         })
     }
 
     /// When the exec's own `--timeout` runs out, while it has not begun to stop.
     pub fn deadline(&self) -> Option<Instant> {
-        match &self.stop {
-            Some(s) => s.deadline(),
-            None => self.timeout.map(|t| self.started + t),
+        match &self.phase {
+            Phase::Stopping(_, s) => s.deadline(),
+            Phase::Running => self.timeout.map(|t| self.started + t),
         }
     }
 
@@ -118,10 +122,9 @@ impl Exec {
     /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop
     /// already signals these processes). `plan.first` may name a signal its group gets first.
     pub fn begin_stop(&mut self, end: ExecEnd, plan: StopPlan, reactor: &Reactor, watch: bool) {
-        if self.stop.is_some() {
+        if self.is_stopping() {
             return;
         }
-        self.end = Some(end);
         let plan = StopPlan {
             scope: self.scope(),
             first_word: None,
@@ -132,50 +135,72 @@ impl Exec {
             reactor: reactor.clone(),
             owner: self.conn,
         };
-        self.stop = Some(if watch {
+        let stop = if watch {
             Stop::watch(plan, wake, now)
         } else {
             Stop::begin(plan, wake, now)
-        });
+        };
+        self.phase = Phase::Stopping(end, stop);
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        matches!(self.phase, Phase::Stopping(..))
+    }
+
+    /// Its stop, once one has begun.
+    pub fn stop_mut(&mut self) -> Option<&mut Stop> {
+        match &mut self.phase {
+            Phase::Stopping(_, s) => Some(s),
+            Phase::Running => None,
+        }
+    }
+
+    /// Ends a finished stop: the outcome, and the final line for the client.
+    pub fn finish(self, now: Instant) -> Option<(Outcome, ExitReport)> {
+        let Phase::Stopping(end, stop) = self.phase else {
+            return None;
+        };
+        let outcome = stop.finish(now, false);
+        let report = report(end, self.status, &outcome);
+        Some((outcome, report))
     }
 
     /// Its stop only watches processes that the run's own stop signals.
     pub fn watch_only(&self) -> bool {
-        self.stop.as_ref().is_some_and(Stop::is_watch)
+        matches!(&self.phase, Phase::Stopping(_, s) if s.is_watch())
     }
+}
 
-    /// The final line for the client, from the stop's outcome.
-    pub fn report(&self, outcome: &Outcome) -> ExitReport {
-        let stopped = outcome.survivors.is_empty() && outcome.error.is_none();
-        let end = self.end.unwrap_or(ExecEnd::Exited);
-        let (exit_code, signal) = match self.status {
-            Some(ChildState::Exited(c)) => (Some(c), None),
-            Some(ChildState::Signaled(s)) => (None, Some(s)),
-            _ => (None, None),
-        };
-        // The same mapping as the run's own status (an exec has no --success-exit and is never
-        // PID 1); its client ends by the signal itself (see client.rs).
-        let status = Exit::of(exit::Facts {
-            stopped,
-            reason: if end == ExecEnd::Timeout {
-                Reason::Timeout
-            } else {
-                Reason::ChildExited
-            },
-            child: self.status,
-            spawn_error: None,
-            preserve_status: false,
-            success_exit: &[],
-            pid1: false,
-        })
-        .code;
-        ExitReport {
-            status,
-            exit_code,
-            signal: signal.map(Sig::name),
-            reason: end.name().to_string(),
-            stopped,
-            error: outcome.error.clone(),
-        }
+/// The final line for the client, from how the exec ended and its stop's outcome.
+fn report(end: ExecEnd, status: Option<ChildState>, outcome: &Outcome) -> ExitReport {
+    let stopped = outcome.survivors.is_empty() && outcome.error.is_none();
+    let (exit_code, signal) = match status {
+        Some(ChildState::Exited(c)) => (Some(c), None),
+        Some(ChildState::Signaled(s)) => (None, Some(s)),
+        _ => (None, None),
+    };
+    // The same mapping as the run's own status (an exec has no --success-exit and is never
+    // PID 1); its client ends by the signal itself (see client.rs).
+    let status = Exit::of(exit::Facts {
+        stopped,
+        reason: if end == ExecEnd::Timeout {
+            Reason::Timeout
+        } else {
+            Reason::ChildExited
+        },
+        child: status,
+        spawn_error: None,
+        preserve_status: false,
+        success_exit: &[],
+        pid1: false,
+    })
+    .code;
+    ExitReport {
+        status,
+        exit_code,
+        signal: signal.map(Sig::name),
+        reason: end.name().to_string(),
+        stopped,
+        error: outcome.error.clone(),
     }
 }

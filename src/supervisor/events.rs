@@ -46,11 +46,7 @@ impl Supervisor {
                         State::Stopping(s) | State::Watching(s) => Some(s),
                         State::Running => None,
                     },
-                    id => self
-                        .execs
-                        .running
-                        .get_mut(&id)
-                        .and_then(|e| e.stop.as_mut()),
+                    id => self.execs.running.get_mut(&id).and_then(|e| e.stop_mut()),
                 };
                 if let Some(stop) = stop {
                     stop.exited(&pids, now);
@@ -121,7 +117,7 @@ impl Supervisor {
         let plan = self.plan(None);
         let reactor = &self.sources.reactor;
         for e in self.execs.running.values_mut() {
-            if e.stop.is_none() && e.deadline().is_some_and(|d| now >= d) {
+            if !e.is_stopping() && e.deadline().is_some_and(|d| now >= d) {
                 msg::verbose(format_args!("exec {} timed out", e.pid));
                 e.begin_stop(ExecEnd::Timeout, plan, reactor, false);
             }

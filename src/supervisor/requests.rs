@@ -7,7 +7,7 @@ impl Supervisor {
     pub(super) fn progress_execs(&mut self, now: Instant) {
         let mut finished = Vec::new();
         for (id, e) in self.execs.running.iter_mut() {
-            if let Some(s) = &mut e.stop {
+            if let Some(s) = e.stop_mut() {
                 s.progress(now);
                 if s.is_done() {
                     finished.push(*id);
@@ -25,15 +25,16 @@ impl Supervisor {
     }
 
     pub(super) fn finish_exec(&mut self, id: ConnId, now: Instant) {
-        let Some(mut e) = self.execs.running.remove(&id) else {
+        let Some(e) = self.execs.running.remove(&id) else {
             return;
         };
-        let Some(stop) = e.stop.take() else { return };
-        let outcome = stop.finish(now, false);
-        let report = e.report(&outcome);
+        let pid = e.pid;
+        let Some((outcome, report)) = e.finish(now) else {
+            return;
+        };
         msg::verbose(format_args!(
-            "exec {} ended: status {} ({})",
-            e.pid, report.status, report.reason
+            "exec {pid} ended: status {} ({})",
+            report.status, report.reason
         ));
         for (k, v) in &outcome.sent {
             *self.execs.sent.entry(k.clone()).or_default() += v;
@@ -42,7 +43,7 @@ impl Supervisor {
             self.execs.unconfirmed = true;
             self.execs.survivors.extend(outcome.survivors);
             if let Some(err) = &outcome.error {
-                self.record.errors.push(format!("exec {}: {err}", e.pid));
+                self.record.errors.push(format!("exec {pid}: {err}"));
             }
         }
         if let Some(c) = &mut self.requests.server {
@@ -159,7 +160,7 @@ impl Supervisor {
                     "pid": e.pid.as_raw(),
                     "argv": e.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
                     "elapsed_ms": e.started.elapsed().as_millis() as u64,
-                    "state": if e.stop.is_some() { "stopping" } else { "running" },
+                    "state": if e.is_stopping() { "stopping" } else { "running" },
                 })
             })
             .collect();
