@@ -12,38 +12,50 @@ impl Server {
         self.lingering.get_or_insert_with(Vec::new);
     }
 
-    /// Writes what is queued, blocking briefly: used once at exit so final replies are not lost.
-    /// After `linger`, then waits (within `budget`) for every client to exit.
+    /// Used once at exit so final replies are not lost: writes what is queued as the clients
+    /// take it, within `budget`. After `linger`, then waits (within the same budget) for every
+    /// client to exit. A reactor of its own: the run's has the signalfd, which would wake these
+    /// waits for signals nobody reads any more.
     pub fn drain(&mut self, budget: Duration) {
-        use std::io::Write;
         let end = Instant::now() + budget;
+        let reactor = Reactor::new().ok();
+        // Each client with a reply still queued, watched for room to write.
+        let mut queued: BTreeMap<ConnId, Option<Registration>> = BTreeMap::new();
+        for (id, c) in &self.conns {
+            if !c.out.is_empty() {
+                let reg = reactor.as_ref().and_then(|r| {
+                    r.register(c.stream.as_fd(), Key::Conn(*id), PollFlags::POLLOUT)
+                        .ok()
+                });
+                queued.insert(*id, reg);
+            }
+        }
+        loop {
+            queued.retain(|id, _| self.conns.get_mut(id).is_some_and(|c| !c.write_queued()));
+            if queued.is_empty() || Instant::now() >= end || queued.values().any(Option::is_none) {
+                break;
+            }
+            let Some(Ok(_)) = reactor.as_ref().map(|r| r.wait(Some(end))) else {
+                break;
+            };
+        }
+        drop(queued);
         for c in self.conns.values_mut() {
-            let _ = c.stream.set_nonblocking(false);
-            let _ = c.stream.set_write_timeout(Some(
-                end.saturating_duration_since(Instant::now())
-                    .max(Duration::from_millis(1)),
-            ));
-            let _ = c.stream.write_all(&c.out);
             c.out.clear();
             let _ = c.stream.shutdown(std::net::Shutdown::Write);
-            let _ = c.stream.set_nonblocking(true);
         }
         let conns = std::mem::take(&mut self.conns);
-        if let Some(mut open) = self.lingering.take() {
+        if let (Some(mut open), Some(reactor)) = (self.lingering.take(), reactor) {
             open.extend(conns.into_values().map(|c| (c.stream, c.peer)));
-            wait_gone(open, end);
+            wait_gone(&reactor, open, end);
         }
     }
 }
 
 /// Waits until every client has exited (its pidfd, opened now from the SO_PEERCRED pid, reads
-/// ready) or, where there is no pidfd, has closed its end; or until `end`. A reactor of its own:
-/// the run's has the signalfd, which would wake this wait for signals nobody reads any more.
-fn wait_gone(clients: Vec<(UnixStream, i32)>, end: Instant) {
+/// ready) or, where there is no pidfd, has closed its end; or until `end`.
+fn wait_gone(reactor: &Reactor, clients: Vec<(UnixStream, i32)>, end: Instant) {
     use std::io::Read;
-    let Ok(reactor) = Reactor::new() else {
-        return;
-    };
     // Each entry: its registration (dropped first), the stream, and the pidfd if any.
     let mut open: BTreeMap<u64, (Option<Registration>, UnixStream, Option<OwnedFd>)> = clients
         .into_iter()

@@ -60,6 +60,31 @@ struct Conn {
     peer: i32,
 }
 
+impl Conn {
+    /// Writes what is queued without blocking; false when the socket would block first. A
+    /// client that cannot be written to any more is closed.
+    fn write_queued(&mut self) -> bool {
+        while !self.out.is_empty() {
+            match socket::send(
+                self.stream.as_raw_fd(),
+                &self.out,
+                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
+            ) {
+                Ok(n) => {
+                    self.out.drain(..n);
+                }
+                Err(nix::errno::Errno::EAGAIN) => return false,
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => {
+                    self.out.clear();
+                    self.phase = Phase::Closing;
+                }
+            }
+        }
+        true
+    }
+}
+
 /// The listening socket and its clients.
 pub struct Server {
     path: PathBuf,
@@ -424,23 +449,8 @@ impl Server {
         let Some(c) = self.conns.get_mut(&id) else {
             return;
         };
-        while !c.out.is_empty() {
-            match socket::send(
-                c.stream.as_raw_fd(),
-                &c.out,
-                MsgFlags::MSG_DONTWAIT | MsgFlags::MSG_NOSIGNAL,
-            ) {
-                Ok(n) => {
-                    c.out.drain(..n);
-                }
-                Err(nix::errno::Errno::EAGAIN) => return,
-                Err(nix::errno::Errno::EINTR) => continue,
-                Err(_) => {
-                    c.out.clear();
-                    c.phase = Phase::Closing;
-                    break;
-                }
-            }
+        if !c.write_queued() {
+            return;
         }
         if c.phase == Phase::Closing {
             if let (Some(c), Some(lingering)) = (self.conns.remove(&id), &mut self.lingering) {
