@@ -43,7 +43,7 @@ impl ExecEnd {
 /// Where an exec is. Once its stop is done, the run reports it and drops it (`finish`).
 enum Phase {
     Running,
-    Stopping(ExecEnd, Stop),
+    Stopping(ExecEnd, Box<Stop>),
 }
 
 /// One running exec.
@@ -140,7 +140,7 @@ impl Exec {
         } else {
             Stop::begin(plan, wake, now)
         };
-        self.phase = Phase::Stopping(end, stop);
+        self.phase = Phase::Stopping(end, Box::new(stop));
     }
 
     pub fn is_stopping(&self) -> bool {
