@@ -51,7 +51,7 @@ A stop begins when the child exits (reason `child_exited`), when vloer-run recei
 3. send SIGKILL to each one left; rescan and repeat, so that processes forked during the stop are caught, until the scope is empty or `--kill-timeout` (default 2s) has passed;
 4. confirm from /proc: no live process left in the scope (zombies and vloer-run itself do not count) gives "stopped":true. Otherwise "stopped":false, with every survivor listed. When /proc cannot be read, or a step could not be carried out, the answer is "stopped":false with `error` saying why: no proof, no true.
 
-The scope is read afresh from /proc at every step. `--scope tree` (the default) is every descendant of vloer-run, including processes that called setsid(), changed their process group or double-forked: vloer-run is their reaper, so it still sees them. `--scope group` is the child's process group alone, as `tini -g` sees it.
+The scope is read afresh from /proc at every step. `--scope tree` (the default) is every descendant of vloer-run, including processes that called setsid(), changed their process group or double-forked: vloer-run is their reaper, so it still sees them. `--scope group` is the child's process group alone, as `tini -g` sees it. Its SIGKILL also goes to the whole group in one call through the child's pidfd (Linux 6.9), which no fork under way escapes and which no recycled group id can misdirect: the pidfd holds on to the group's id even after the child was reaped.
 
 A process is signalled through a pidfd, after its start time is checked against the scan, so a pid recycled between the scan and the signal is never hit.
 "#;

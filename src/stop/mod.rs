@@ -12,6 +12,7 @@ use crate::sys;
 use nix::poll::PollFlags;
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 /// How often the scope is rescanned when the kernel has no pidfds to wake us.
@@ -54,6 +55,17 @@ pub struct Stop {
     started: Instant,
     /// The stop could not be carried out as designed; the verdict must not say true.
     failed: bool,
+    /// Under `--scope group`: the main child's pidfd, which reaches its whole group at once.
+    group: Option<GroupKill>,
+}
+
+/// The group's SIGKILL in one call, for a group whose members fork faster than a scan finds
+/// them (each one found has already forked the next): the kernel reaches every member, and a
+/// fork under way cannot escape it.
+struct GroupKill {
+    pidfd: OwnedFd,
+    /// Counted once per stop in the verdict's `sent`, however often it is repeated.
+    counted: bool,
 }
 
 impl Stop {
@@ -83,6 +95,37 @@ impl Stop {
             errors: Vec::new(),
             started: now,
             failed: false,
+            group: None,
+        }
+    }
+
+    /// Gives a stop of `--scope group` the main child's pidfd (see `GroupKill`); a copy, as the
+    /// run keeps its own.
+    pub fn with_group(mut self, pidfd: Option<OwnedFd>) -> Stop {
+        if matches!(self.plan.scope, Scope::Group(_)) {
+            self.group = pidfd.map(|pidfd| GroupKill {
+                pidfd,
+                counted: false,
+            });
+        }
+        self
+    }
+
+    /// In the kill phase, SIGKILL to the whole group through the pidfd, before each scan.
+    fn kill_group(&mut self) {
+        let Some(g) = self.group.as_mut().filter(|_| self.phase == Phase::Kill) else {
+            return;
+        };
+        match sys::pidfd_signal_group(g.pidfd.as_fd(), Sig::KILL) {
+            Ok(()) => {
+                if !g.counted {
+                    g.counted = true;
+                    *self.sent.entry(Sig::KILL.name()).or_default() += 1;
+                    crate::msg::verbose(format_args!("sent SIGKILL to the child's process group"));
+                }
+            }
+            // No kernel support, or nobody left in the group: the scans do the work.
+            Err(_) => self.group = None,
         }
     }
 
@@ -184,6 +227,7 @@ impl Stop {
 
     /// One pass of `round`. `Some(live pids)` when the scope must be scanned again at once.
     fn scan_and_signal(&mut self, now: Instant) -> Option<Vec<Pid>> {
+        self.kill_group();
         let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
         // The fast path signals as it reads; the loop below then only sees what it left.
         let scanned = self

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 /// The main child, from spawn to reap.
 struct MainChild {
     pid: Option<Pid>,
+    /// Kept after the reap: it still names the child's process group (`Stop::with_group`).
     pidfd: Option<OwnedFd>,
     status: Option<ChildState>,
     spawn_error: Option<i32>,
@@ -316,7 +317,13 @@ impl Supervisor {
         }
         self.record.reason = Some(Reason::of_stop(self.record.reason, reason));
         msg::verbose(format_args!("stopping: {}", reason.words()));
-        self.state = State::Stopping(Stop::begin(self.plan(first), self.wake(), Instant::now()));
+        let group = match self.scope() {
+            Scope::Group(_) => self.child.pidfd.as_ref().and_then(|fd| fd.try_clone().ok()),
+            Scope::Tree | Scope::Exec { .. } => None,
+        };
+        self.state = State::Stopping(
+            Stop::begin(self.plan(first), self.wake(), Instant::now()).with_group(group),
+        );
         self.stop_execs();
     }
 

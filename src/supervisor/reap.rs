@@ -32,7 +32,6 @@ impl Supervisor {
                 ChildState::Exited(_) | ChildState::Signaled(_) if is_main => {
                     msg::verbose(format_args!("child {pid} ended: {state}"));
                     self.child.status = Some(state);
-                    self.child.pidfd = None;
                     if let State::Stopping(s) = &mut self.state {
                         s.release(Instant::now());
                     }

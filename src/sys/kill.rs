@@ -32,6 +32,29 @@ pub fn have_pidfd() -> bool {
 
 /// Sends `sig` through a pidfd, so a recycled pid can never be hit.
 pub fn pidfd_send_signal(fd: BorrowedFd<'_>, sig: Sig) -> io::Result<()> {
+    pidfd_signal(fd, sig, 0)
+}
+
+static NO_GROUP_SIGNAL: AtomicBool = AtomicBool::new(false);
+
+/// Sends `sig` to the process group the pidfd's process leads (or led): PIDFD_SIGNAL_PROCESS_GROUP,
+/// Linux 6.9. The pidfd holds on to that group's id, so even after the leader was reaped and its
+/// number reused, no other group can be hit. `Unsupported` on older kernels.
+pub fn pidfd_signal_group(fd: BorrowedFd<'_>, sig: Sig) -> io::Result<()> {
+    const PIDFD_SIGNAL_PROCESS_GROUP: libc::c_uint = 1 << 2;
+    if NO_GROUP_SIGNAL.load(Ordering::Relaxed) {
+        return Err(io::ErrorKind::Unsupported.into());
+    }
+    let result = pidfd_signal(fd, sig, PIDFD_SIGNAL_PROCESS_GROUP);
+    if matches!(&result, Err(e) if e.raw_os_error() == Some(libc::EINVAL)) {
+        // An unknown flag: the signal itself is valid.
+        NO_GROUP_SIGNAL.store(true, Ordering::Relaxed);
+        return Err(io::ErrorKind::Unsupported.into());
+    }
+    result
+}
+
+fn pidfd_signal(fd: BorrowedFd<'_>, sig: Sig, flags: libc::c_uint) -> io::Result<()> {
     // SAFETY: the descriptor is a live pidfd we own; info is NULL as the syscall allows.
     let rc = unsafe {
         libc::syscall(
@@ -39,7 +62,7 @@ pub fn pidfd_send_signal(fd: BorrowedFd<'_>, sig: Sig) -> io::Result<()> {
             fd.as_raw_fd(),
             sig.raw(),
             std::ptr::null::<libc::siginfo_t>(),
-            0 as libc::c_uint,
+            flags,
         )
     };
     if rc < 0 {

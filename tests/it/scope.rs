@@ -161,3 +161,37 @@ fn a_tree_larger_than_the_descriptor_limit_is_still_stopped_and_confirmed() {
         "the child's limit is the one vloer-run started with: {f}"
     );
 }
+
+/// Whether this kernel signals a whole process group through a pidfd (Linux 6.9).
+fn kernel_signals_groups_through_pidfds() -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(['.', '-'])
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (major, minor) >= (6, 9)
+}
+
+#[test]
+fn under_scope_group_the_kill_reaches_the_whole_group_in_one_call() {
+    // A group whose members fork faster than a scan of all of /proc can find them: on a busy
+    // machine the scans fell behind for seconds while the zombies of the chain filled the pid
+    // space. One SIGKILL through the child's pidfd reaches every member, a fork under way too.
+    if !kernel_signals_groups_through_pidfds()
+        && harness::skip("this kernel has no PIDFD_SIGNAL_PROCESS_GROUP (Linux 6.9)")
+    {
+        return;
+    }
+    let (f, v, _) = forking_during_the_stop(&["--scope", "group", "-v"], &["--hop", "--fast"]);
+    assert!(
+        f.stderr
+            .contains("vloer-run: sent SIGKILL to the child's process group"),
+        "{f}"
+    );
+    let elapsed = v["elapsed_ms"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        elapsed < 300 + 3000,
+        "the kill took {elapsed} ms after the grace: {f}"
+    );
+}
