@@ -109,12 +109,20 @@ pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> 
             // (inherited across fork and exec) still says which exec it came from.
             let marker = exec_marker(id);
             let mut procs = procs;
-            for p in procs.iter_mut().filter(|p| p.ppid == me && p.is_live()) {
+            // The exec's own process and its group need no marker (an exiting one has none).
+            let known = inside.clone();
+            for p in procs
+                .iter_mut()
+                .filter(|p| p.ppid == me && p.is_live() && !known.contains(&p.pid))
+            {
                 match has_env(p.pid, &marker) {
                     Ok(true) => {
                         inside.insert(p.pid);
                     }
                     Ok(false) => {}
+                    // An exiting process has no memory to read its environment from: gone by
+                    // now, it is no doubt.
+                    Err(_) if !read(p.pid).ok().flatten().is_some_and(|q| q.is_live()) => {}
                     Err(e) => {
                         p.doubt = Some(format!(
                             "cannot tell whether pid {} ({}) belongs to this exec: {e}",
