@@ -53,8 +53,8 @@ pub struct Stop {
     sent: BTreeMap<String, u64>,
     errors: Vec<String>,
     started: Instant,
-    /// The stop could not be carried out as designed; the verdict must not say true.
-    failed: bool,
+    /// The last scan held a process back for the main child's exit (see `release`).
+    held_back: bool,
     /// Under `--scope group`: the main child's pidfd, which reaches its whole group at once.
     group: Option<GroupKill>,
 }
@@ -94,7 +94,7 @@ impl Stop {
             sent: BTreeMap::new(),
             errors: Vec::new(),
             started: now,
-            failed: false,
+            held_back: false,
             group: None,
         }
     }
@@ -160,7 +160,9 @@ impl Stop {
 
     /// The main child has exited: the rest of the scope now gets the stop signal too.
     pub fn release(&mut self, now: Instant) {
-        if self.plan.first_word.take().is_some() && self.phase == Phase::Grace {
+        // Nothing held back: what the scans found already has the stop signal, and whatever
+        // appeared since is found when the tracked processes are gone.
+        if self.plan.first_word.take().is_some() && self.phase == Phase::Grace && self.held_back {
             self.round(now);
         }
     }
@@ -213,6 +215,17 @@ impl Stop {
 
     /// Rescans the scope and signals every live member not yet tracked; done when none is left.
     fn round(&mut self, now: Instant) {
+        if self.plan.scope == Scope::Tree
+            && self.tracked.is_empty()
+            && !self.sent.is_empty()
+            && matches!(sys::children_left(), Ok(sys::Children::None))
+        {
+            // vloer-run reaps every descendant, so having no child at all is the kernel's word
+            // that the tree is empty: once a walk has found and signalled the tree (and so shown
+            // that /proc can be read for survivors), no second walk is needed to know it.
+            self.phase = Phase::Done;
+            return;
+        }
         let mut previous = None;
         while let Some(live) = self.scan_and_signal(now) {
             if previous.as_ref() == Some(&live) {
@@ -237,7 +250,6 @@ impl Stop {
             Ok(m) => m,
             Err(ProcError(e)) => {
                 self.errors.push(e);
-                self.failed = true;
                 self.phase = Phase::Done;
                 return None;
             }
@@ -268,7 +280,6 @@ impl Stop {
                 if !self.errors.contains(doubt) {
                     self.errors.push(doubt.clone());
                 }
-                self.failed = true;
                 continue;
             }
             if self.phase == Phase::Done {
@@ -278,6 +289,7 @@ impl Stop {
             let result = self.open_and_signal(p, &known, sigs);
             self.record(p.pid, result);
         }
+        self.held_back = held;
         if self.tracked.is_empty() && self.phase != Phase::Done && !held {
             if !members.iter().any(Proc::is_live) {
                 // /proc's children lists may miss a process while its siblings exit; for the
@@ -350,7 +362,6 @@ impl Stop {
                         Err(e) => {
                             // Its exit would wake nobody: the stop cannot be proven.
                             self.errors.push(format!("could not watch pid {pid}: {e}"));
-                            self.failed = true;
                         }
                     }
                 }
@@ -359,7 +370,6 @@ impl Stop {
             Ok(None) => {}
             Err(e) => {
                 self.errors.push(e);
-                self.failed = true;
             }
         }
     }
@@ -408,7 +418,6 @@ impl Stop {
                         "could not send {sig} to pid {} ({}): {e}",
                         p.pid, p.comm
                     ));
-                    self.failed = true;
                     unkillable = sig == Sig::KILL;
                 }
             }
