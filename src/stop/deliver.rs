@@ -1,0 +1,105 @@
+//! Signalling: one process through its handle (then tracked until its pidfd says it exited), or,
+//! under `--scope group`, the whole group at once.
+
+use super::*;
+
+impl Stop {
+    /// In the kill phase, SIGKILL to the whole group through the pidfd, before each scan.
+    pub(super) fn kill_group(&mut self) {
+        let Some(g) = self.group.as_mut().filter(|_| self.phase == Phase::Kill) else {
+            return;
+        };
+        match sys::pidfd_signal_group(g.pidfd.as_fd(), Sig::KILL) {
+            Ok(()) => {
+                if !g.counted {
+                    g.counted = true;
+                    *self.sent.entry(Sig::KILL.name()).or_default() += 1;
+                    crate::msg::verbose(format_args!("sent SIGKILL to the child's process group"));
+                }
+            }
+            // No kernel support, or nobody left in the group: the scans do the work.
+            Err(_) => self.group = None,
+        }
+    }
+
+    /// Tracks a signalled process, or remembers why it could not be signalled.
+    pub(super) fn record(&mut self, pid: Pid, result: Result<Option<Tracked>, String>) {
+        match result {
+            Ok(Some(mut t)) => {
+                if let Some(fd) = t.handle.pidfd() {
+                    let key = Key::Member {
+                        owner: self.wake.owner,
+                        pid,
+                    };
+                    match self.wake.reactor.register(fd, key, PollFlags::POLLIN) {
+                        Ok(r) => t.wake = Some(r),
+                        Err(e) => {
+                            // Its exit would wake nobody: the stop cannot be proven.
+                            self.errors.push(format!("could not watch pid {pid}: {e}"));
+                        }
+                    }
+                }
+                self.tracked.insert(pid, t);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                self.errors.push(e);
+            }
+        }
+    }
+
+    /// Opens a handle (which re-reads the process to prove the pid still names a live member),
+    /// then signals it. `Ok(None)`: it is gone, or no longer a member.
+    pub(super) fn open_and_signal(
+        &mut self,
+        p: &Proc,
+        known: &HashSet<Pid>,
+        sigs: Signals,
+    ) -> Result<Option<Tracked>, String> {
+        let scope = self.plan.scope;
+        let still = |f: &Proc| f.is_live() && proctable::belongs(f, scope, known);
+        match Handle::open(p, still)? {
+            Some((handle, fresh)) => self.deliver(&fresh, handle, sigs),
+            None => Ok(None),
+        }
+    }
+
+    /// Signals `p` through `handle` and returns what to track. `Ok(None)`: it is gone.
+    pub(super) fn deliver(
+        &mut self,
+        p: &Proc,
+        handle: Handle,
+        sigs: Signals,
+    ) -> Result<Option<Tracked>, String> {
+        let mut unkillable = false;
+        for sig in sigs.iter() {
+            match handle.signal(sig) {
+                Ok(()) => {
+                    *self.sent.entry(sig.name()).or_default() += 1;
+                    crate::msg::verbose(format_args!("sent {sig} to {} ({})", p.pid, p.comm));
+                    // A stopped process would hold a polite signal pending until continued.
+                    if p.state == "T"
+                        && sig != Sig::KILL
+                        && sig != Sig::CONT
+                        && handle.signal(Sig::CONT).is_ok()
+                    {
+                        *self.sent.entry(Sig::CONT.name()).or_default() += 1;
+                    }
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
+                Err(e) => {
+                    self.errors.push(format!(
+                        "could not send {sig} to pid {} ({}): {e}",
+                        p.pid, p.comm
+                    ));
+                    unkillable = sig == Sig::KILL;
+                }
+            }
+        }
+        Ok(Some(Tracked {
+            wake: None,
+            handle,
+            unkillable,
+        }))
+    }
+}
