@@ -1,6 +1,7 @@
 //! The run: start the child, reap, forward, and turn every way the run can end into one stop and
 //! one verdict.
 
+mod child;
 mod conclude;
 mod deliver;
 mod events;
@@ -23,42 +24,14 @@ use crate::spawn::{self, SpawnError};
 use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan, Wake};
 use crate::sys::{self, ChildSetup, ChildState};
 use crate::terminal::Terminal;
-use crate::verdict::{ChildReport, Reason, Verdict};
+use crate::verdict::{Reason, Verdict};
 use anyhow::Context;
+use child::{watch_parent, MainChild};
 use nix::poll::PollFlags;
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
-
-/// The main child, from spawn to reap.
-struct MainChild {
-    pid: Option<Pid>,
-    /// Kept after the reap: it still names the child's process group (`Stop::with_group`).
-    pidfd: Option<OwnedFd>,
-    status: Option<ChildState>,
-    spawn_error: Option<i32>,
-}
-
-impl MainChild {
-    fn alive(&self) -> bool {
-        self.pid.is_some() && self.status.is_none()
-    }
-
-    fn report(&self) -> ChildReport {
-        ChildReport {
-            pid: self.pid.map(Pid::as_raw),
-            exit_code: match self.status {
-                Some(ChildState::Exited(c)) => Some(c),
-                _ => self.spawn_error,
-            },
-            signal: match self.status {
-                Some(ChildState::Signaled(s)) => Some(s.name()),
-                _ => None,
-            },
-        }
-    }
-}
 
 enum State {
     Running,
@@ -228,59 +201,6 @@ impl Supervisor {
         self.conclude().deliver(&sink, pid1)
     }
 
-    fn start_child(&mut self) {
-        let setup = ChildSetup {
-            keep_group: self.terminal.shared_group,
-            ..self.child_setup(self.terminal.give_at_start)
-        };
-        self.started = Instant::now();
-        match spawn::spawn_main(&self.config.command, setup) {
-            Ok(pid) => {
-                msg::verbose(format_args!(
-                    "started {} as pid {pid}",
-                    exit::command_words(&self.config.command[..1])
-                ));
-                self.child.pid = Some(pid);
-                // The child stays our unreaped child until we wait for it, so its pid is stable.
-                self.child.pidfd = sys::pidfd_open(pid).ok();
-                crate::proctable::warm_up();
-                if self.terminal.give_at_start {
-                    // Both sides call tcsetpgrp so neither order of scheduling leaves a gap.
-                    let _ = sys::tcsetpgrp(0, pid);
-                }
-            }
-            Err(e) => {
-                let (SpawnError::NotFound(err) | SpawnError::CannotExecute(err)) = &e;
-                msg::error(format_args!(
-                    "cannot run {}: {err}",
-                    exit::command_words(&self.config.command[..1])
-                ));
-                self.child.spawn_error = Some(e.exit_code());
-                self.begin_stop(Reason::ChildExited, None);
-            }
-        }
-    }
-
-    fn child_setup(&self, foreground: bool) -> ChildSetup {
-        ChildSetup {
-            new_session: self.config.signals.session,
-            keep_group: false,
-            controlling_tty: false,
-            foreground_tty: foreground.then_some(0),
-            parent_death_signal: (!self.config.signals.child_pdeathsig.is_none())
-                .then_some(self.config.signals.child_pdeathsig),
-            parent: sys::own_pid().as_raw(),
-        }
-    }
-
-    /// The main child's process group.
-    fn child_group(&self) -> Pid {
-        if self.terminal.shared_group {
-            return self.terminal.me_pgid;
-        }
-        self.child.pid.unwrap_or(Pid::from_raw(0))
-    }
-
     fn timeout_deadline(&self) -> Option<Instant> {
         self.config
             .stop
@@ -351,29 +271,5 @@ fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
-    }
-}
-
-/// A pidfd on our parent, readable when it exits.
-fn watch_parent() -> anyhow::Result<Option<OwnedFd>> {
-    let ppid = nix::unistd::getppid();
-    if ppid.as_raw() <= 1 {
-        msg::warn(format_args!(
-            "--parent-death: the parent is already gone or is init; nothing to watch"
-        ));
-        return Ok(None);
-    }
-    match sys::pidfd_open(ppid) {
-        Ok(fd) => {
-            if nix::unistd::getppid() != ppid {
-                anyhow::bail!("--parent-death: the parent exited before vloer-run started");
-            }
-            Ok(Some(fd))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::Unsupported => {
-            msg::warn(format_args!("--parent-death needs pidfd_open (Linux 5.3); this kernel has none, so the parent is not watched"));
-            Ok(None)
-        }
-        Err(e) => Err(e).context("--parent-death: watching the parent process"),
     }
 }
