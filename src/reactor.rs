@@ -83,6 +83,7 @@ pub struct Reactor {
 pub struct Registration {
     epfd: Rc<OwnedFd>,
     fd: RawFd,
+    key: u64,
     events: std::cell::Cell<PollFlags>,
 }
 
@@ -121,10 +122,12 @@ impl Reactor {
         key: Key,
         events: PollFlags,
     ) -> io::Result<Registration> {
-        sys::epoll_set(self.epfd.as_fd(), fd, to_epoll(events), key.code(), true)?;
+        let key = key.code();
+        sys::epoll_set(self.epfd.as_fd(), fd, to_epoll(events), key, true)?;
         Ok(Registration {
             epfd: Rc::clone(&self.epfd),
             fd: fd.as_raw_fd(),
+            key,
             events: std::cell::Cell::new(events),
         })
     }
@@ -154,12 +157,12 @@ impl Reactor {
 impl Registration {
     /// Changes what the descriptor (`fd`, the one registered) is watched for; a no-op when
     /// unchanged. Hang-ups and errors are always reported, as with poll.
-    pub fn set(&self, fd: BorrowedFd<'_>, key: Key, events: PollFlags) -> io::Result<()> {
+    pub fn set(&self, fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<()> {
         debug_assert_eq!(fd.as_raw_fd(), self.fd);
         if self.events.get() == events {
             return Ok(());
         }
-        sys::epoll_set(self.epfd.as_fd(), fd, to_epoll(events), key.code(), false)?;
+        sys::epoll_set(self.epfd.as_fd(), fd, to_epoll(events), self.key, false)?;
         self.events.set(events);
         Ok(())
     }

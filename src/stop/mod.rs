@@ -101,14 +101,13 @@ impl Stop {
     }
 
     /// Gives a stop of `--scope group` the main child's pidfd (see `GroupKill`); a copy, as the
-    /// run keeps its own.
+    /// run keeps its own. The run passes none for any other scope.
     pub fn with_group(mut self, pidfd: Option<OwnedFd>) -> Stop {
-        if matches!(self.plan.scope, Scope::Group(_)) {
-            self.group = pidfd.map(|pidfd| GroupKill {
-                pidfd,
-                counted: false,
-            });
-        }
+        debug_assert!(pidfd.is_none() || matches!(self.plan.scope, Scope::Group(_)));
+        self.group = pidfd.map(|pidfd| GroupKill {
+            pidfd,
+            counted: false,
+        });
         self
     }
 

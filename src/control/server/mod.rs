@@ -161,10 +161,8 @@ impl Server {
         } else {
             PollFlags::POLLIN
         };
-        let _ = self
-            .listening
-            .set(self.listener.as_fd(), Key::Listener, listen);
-        for (id, c) in &self.conns {
+        let _ = self.listening.set(self.listener.as_fd(), listen);
+        for c in self.conns.values() {
             let mut flags = PollFlags::empty();
             if matches!(c.phase, Phase::Reading | Phase::Attached | Phase::Waiting)
                 && !c.read_closed
@@ -175,7 +173,7 @@ impl Server {
                 flags |= PollFlags::POLLOUT;
             }
             // A failure leaves the old interest: at worst one more wake-up, never a lost one.
-            let _ = c.reg.set(c.stream.as_fd(), Key::Conn(*id), flags);
+            let _ = c.reg.set(c.stream.as_fd(), flags);
         }
     }
 
