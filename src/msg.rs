@@ -1,19 +1,60 @@
 //! vloer-run's own messages: stderr only, always prefixed `vloer-run:`, filtered by -v/-q.
 
+use crate::sys::{self, NoWait};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::fmt::Arguments;
 use std::io::Write;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::os::fd::AsFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::time::Duration;
 
 static LEVEL: AtomicU8 = AtomicU8::new(1);
+
+/// -v lines left out because stderr's reader was behind, not yet reported.
+static DROPPED: AtomicU64 = AtomicU64::new(0);
+
+/// stderr cannot refuse to wait (a terminal, a file): -v lines are written like the others.
+static BLOCKING: AtomicBool = AtomicBool::new(false);
 
 /// 0: errors only (-q), 1: errors and warnings, 2: also each signal and reap (-v).
 pub fn set_level(level: u8) {
     LEVEL.store(level, Ordering::Relaxed);
 }
 
+/// What to say of `n` -v lines left out (empty if none).
+fn notice(n: u64) -> String {
+    match n {
+        0 => String::new(),
+        n => format!("vloer-run: {n} -v messages left out: stderr was not read fast enough\n"),
+    }
+}
+
 fn emit(args: Arguments<'_>) {
+    let text = format!(
+        "{}vloer-run: {args}\n",
+        notice(DROPPED.swap(0, Ordering::Relaxed))
+    );
     // A closed or broken stderr must not kill or stop vloer-run: the child still needs stopping.
-    let _ = writeln!(std::io::stderr().lock(), "vloer-run: {args}");
+    let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+/// Writes `text` unless stderr's reader is behind; false when it was left out.
+fn emit_nowait(text: &str) -> bool {
+    let stderr = std::io::stderr();
+    let mut lock = stderr.lock();
+    if !BLOCKING.load(Ordering::Relaxed) {
+        match sys::write_nowait(lock.as_fd(), text.as_bytes()) {
+            NoWait::Wrote(n) if n < text.len() => {
+                let _ = lock.write_all(&text.as_bytes()[n..]);
+                return true;
+            }
+            NoWait::Wrote(_) | NoWait::Failed => return true,
+            NoWait::Full => return false,
+            NoWait::Unsupported => BLOCKING.store(true, Ordering::Relaxed),
+        }
+    }
+    let _ = lock.write_all(text.as_bytes());
+    true
 }
 
 /// An error: always printed.
@@ -28,9 +69,38 @@ pub fn warn(args: Arguments<'_>) {
     }
 }
 
-/// Detail: only with -v.
+/// Detail: only with -v. Left out (and counted) when stderr's reader is behind: a line per
+/// reaped process, written at the reader's pace, held the reaper back while a forking tree
+/// filled the pid space with zombies.
 pub fn verbose(args: Arguments<'_>) {
-    if LEVEL.load(Ordering::Relaxed) >= 2 {
-        emit(args);
+    if LEVEL.load(Ordering::Relaxed) < 2 {
+        return;
+    }
+    let dropped = DROPPED.swap(0, Ordering::Relaxed);
+    let text = format!("{}vloer-run: {args}\n", notice(dropped));
+    if !emit_nowait(&text) {
+        DROPPED.fetch_add(dropped + 1, Ordering::Relaxed);
+    }
+}
+
+/// Says how many -v lines were left out, if any: waiting for stderr's reader as every other
+/// line does (`None`), or at most `wait` for it to make room.
+pub fn report_dropped(wait: Option<Duration>) {
+    let text = notice(DROPPED.swap(0, Ordering::Relaxed));
+    if text.is_empty() {
+        return;
+    }
+    match wait {
+        None => {
+            let _ = std::io::stderr().lock().write_all(text.as_bytes());
+        }
+        Some(wait) => {
+            let stderr = std::io::stderr();
+            let mut fds = [PollFd::new(stderr.as_fd(), PollFlags::POLLOUT)];
+            let ms = u16::try_from(wait.as_millis()).unwrap_or(u16::MAX);
+            if matches!(poll(&mut fds, PollTimeout::from(ms)), Ok(n) if n > 0) {
+                emit_nowait(&text);
+            }
+        }
     }
 }

@@ -54,10 +54,19 @@ pub struct Stop {
     sent: BTreeMap<String, u64>,
     errors: Vec<String>,
     started: Instant,
-    /// The last scan held a process back for the main child's exit (see `release`).
-    held_back: bool,
+    last: LastScan,
     /// Under `--scope group`: the main child's pidfd, which reaches its whole group at once.
     group: Option<GroupKill>,
+}
+
+/// What the last scan left for the next one.
+#[derive(Default)]
+struct LastScan {
+    /// It held a process back for the main child's exit (see `release`).
+    held_back: bool,
+    /// Every live member it saw was gone before it could be signalled: the scope is scanned
+    /// again on the run's next turn, after the run has reaped (see `scan_and_signal`).
+    vanished: Option<Vec<Pid>>,
 }
 
 /// The group's SIGKILL in one call, for a group whose members fork faster than a scan finds
@@ -95,7 +104,7 @@ impl Stop {
             sent: BTreeMap::new(),
             errors: Vec::new(),
             started: now,
-            held_back: false,
+            last: LastScan::default(),
             group: None,
         }
     }
@@ -125,6 +134,9 @@ impl Stop {
         if self.phase == Phase::Done {
             return None;
         }
+        if self.last.vanished.is_some() {
+            return Some(Instant::now());
+        }
         let tick = (!sys::have_pidfd()).then(|| Instant::now() + FALLBACK_TICK);
         match (self.deadline, tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -144,7 +156,10 @@ impl Stop {
     pub fn release(&mut self, now: Instant) {
         // Nothing held back: what the scans found already has the stop signal, and whatever
         // appeared since is found when the tracked processes are gone.
-        if self.plan.first_word.take().is_some() && self.phase == Phase::Grace && self.held_back {
+        if self.plan.first_word.take().is_some()
+            && self.phase == Phase::Grace
+            && self.last.held_back
+        {
             self.round(now);
         }
     }
@@ -208,15 +223,15 @@ impl Stop {
             self.phase = Phase::Done;
             return;
         }
-        let mut previous = None;
-        while let Some(live) = self.scan_and_signal(now) {
+        let previous = self.last.vanished.take();
+        if let Some(live) = self.scan_and_signal(now) {
             if previous.as_ref() == Some(&live) {
                 // The same live processes twice, none of them a member when re-read: a rescan
                 // cannot change that. Finish, and let the confirmation judge them.
                 self.phase = Phase::Done;
                 return;
             }
-            previous = Some(live);
+            self.last.vanished = Some(live);
         }
     }
 
@@ -271,7 +286,7 @@ impl Stop {
             let result = self.open_and_signal(p, &known, sigs);
             self.record(p.pid, result);
         }
-        self.held_back = held;
+        self.last.held_back = held;
         if self.tracked.is_empty() && self.phase != Phase::Done && !held {
             if !members.iter().any(Proc::is_live) {
                 // /proc's children lists may miss a process while its siblings exit; for the
@@ -288,8 +303,11 @@ impl Stop {
                 // The scan saw live members, yet each was gone by the time it was to be
                 // signalled: a process that keeps forking away from its pid leaves its child,
                 // forked after the scan, alive. Only a scan without live members proves the scope
-                // empty, so scan again at once. (Without pidfds the fallback tick rescans; past
-                // the deadline, `progress` moves to the next phase and rescans there.)
+                // empty, so scan again at once, but on the run's next turn: a chain that forks
+                // faster than a scan leaves a zombie per pid, and rescanning without reaping them
+                // made every scan longer, until the pid space ran out. (Without pidfds the
+                // fallback tick rescans; past the deadline, `progress` moves to the next phase
+                // and rescans there.)
                 let mut live: Vec<Pid> = members
                     .iter()
                     .filter(|p| p.is_live())

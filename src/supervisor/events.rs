@@ -4,6 +4,9 @@ use super::*;
 
 impl Supervisor {
     pub(super) fn event_loop(&mut self) -> anyhow::Result<()> {
+        // The last reap stopped at its batch size: the next turn reaps on without sleeping, as
+        // no new SIGCHLD may come for the children already waiting.
+        let mut reap_more = false;
         loop {
             let now = Instant::now();
             if let State::Stopping(stop) | State::Watching(stop) = &mut self.state {
@@ -18,7 +21,11 @@ impl Supervisor {
             let ready = self
                 .sources
                 .reactor
-                .wait(self.deadline())
+                .wait(if reap_more {
+                    Some(now)
+                } else {
+                    self.deadline()
+                })
                 .context("waiting for events (epoll)")?;
             let now = Instant::now();
             let mut exited: BTreeMap<u64, Vec<Pid>> = BTreeMap::new();
@@ -38,7 +45,9 @@ impl Supervisor {
                 }
             }
             if got_signals {
-                self.on_signals()?;
+                reap_more = self.on_signals(reap_more)?;
+            } else if reap_more {
+                reap_more = self.reap();
             }
             for (owner, pids) in exited {
                 let stop = match owner {
@@ -87,7 +96,9 @@ impl Supervisor {
         }
     }
 
-    fn on_signals(&mut self) -> anyhow::Result<()> {
+    /// Reads and handles the pending signals, then reaps if SIGCHLD was one of them or `reap`
+    /// asks for it. Returns what `reap` returned (false if it did not run).
+    fn on_signals(&mut self, reap: bool) -> anyhow::Result<bool> {
         let infos =
             sys::read_signals(self.sources.signals.fd()).context("reading signals (signalfd)")?;
         let mut chld = false;
@@ -106,10 +117,7 @@ impl Supervisor {
                 self.on_signal(info);
             }
         }
-        if chld {
-            self.reap();
-        }
-        Ok(())
+        Ok((chld || reap) && self.reap())
     }
 
     /// Exec timeouts and the run's `--timeout`.

@@ -24,7 +24,7 @@ use crate::spawn::{self, SpawnError};
 use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan, Wake};
 use crate::sys::{self, ChildSetup, ChildState};
 use crate::terminal::Terminal;
-use crate::verdict::{Reason, Verdict};
+use crate::verdict::{Reason, Sink, Verdict};
 use anyhow::Context;
 use child::{watch_parent, MainChild};
 use nix::poll::PollFlags;
@@ -198,7 +198,17 @@ impl Supervisor {
         }
         let sink = self.config.sink.clone();
         let pid1 = self.pid1;
-        self.conclude().deliver(&sink, pid1)
+        let ended = self.conclude();
+        // Whether any -v lines were left out: on stderr before the verdict, which stays its last
+        // line (and waits for the reader like it); elsewhere after it, which must not wait.
+        if sink == Sink::Stderr {
+            msg::report_dropped(None);
+        }
+        let exit = ended.deliver(&sink, pid1);
+        if sink != Sink::Stderr {
+            msg::report_dropped(Some(Duration::from_secs(1)));
+        }
+        exit
     }
 
     fn timeout_deadline(&self) -> Option<Instant> {

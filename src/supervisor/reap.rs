@@ -2,19 +2,24 @@
 
 use super::*;
 
+/// The most children one call reaps. Children that exit faster than they are reaped (forks on
+/// many cores) would otherwise keep the loop here, past every deadline of the run.
+const REAP_BATCH: usize = 1024;
+
 impl Supervisor {
-    /// Reaps every child that has changed state; the main child's end may start the stop.
-    pub(super) fn reap(&mut self) {
+    /// Reaps the children that have changed state, at most `REAP_BATCH`; the main child's end
+    /// may start the stop. True when the batch was full, so that more may be waiting.
+    pub(super) fn reap(&mut self) -> bool {
         // Stop reports are only acted on for the main child; one ask per batch is enough, since
         // a report queued after it comes with its own SIGCHLD.
         let mut job = self.child.pid.filter(|_| self.child.status.is_none());
-        loop {
+        for _ in 0..REAP_BATCH {
             let (pid, state) = match sys::wait_any(job.take()) {
                 Ok(Some(x)) => x,
-                Ok(None) => break,
+                Ok(None) => return false,
                 Err(e) => {
                     self.record.errors.push(format!("waitpid: {e}"));
-                    break;
+                    return false;
                 }
             };
             let is_main = Some(pid) == self.child.pid;
@@ -96,5 +101,6 @@ impl Supervisor {
                 ChildState::Stopped(_) | ChildState::Continued => {}
             }
         }
+        true
     }
 }

@@ -10,6 +10,7 @@ mod settings;
 mod signalfd;
 mod spawn;
 mod start;
+mod write;
 
 pub use epoll::*;
 pub use kill::*;
@@ -18,6 +19,7 @@ pub use settings::*;
 pub use signalfd::*;
 pub use spawn::*;
 pub use start::*;
+pub use write::*;
 
 use crate::signal::Sig;
 use nix::unistd::Pid;

@@ -221,9 +221,10 @@ impl Running {
             std::thread::sleep(Duration::from_millis(5));
         };
         let elapsed = self.started.elapsed();
-        // Everything vloer-run wrote is in the pipes now that it has exited.
-        drain(&mut stdout, &mut out);
-        drain(&mut stderr, &mut err);
+        // Everything vloer-run wrote is in the pipes now that it has exited (up to 64 MiB each:
+        // a process it left behind may still be writing).
+        (0..64).take_while(|_| drain(&mut stdout, &mut out)).count();
+        (0..64).take_while(|_| drain(&mut stderr, &mut err)).count();
         Finished {
             status,
             stdout: String::from_utf8_lossy(&out).into_owned(),
@@ -254,21 +255,24 @@ fn set_nonblocking(fd: std::os::fd::BorrowedFd<'_>) {
     .expect("F_SETFL");
 }
 
-/// Reads what a non-blocking pipe holds right now; drops it at end of file.
-fn drain<R: Read>(pipe: &mut Option<R>, into: &mut Vec<u8>) {
-    let Some(p) = pipe else { return };
+/// Reads what a non-blocking pipe holds right now, up to 1 MiB; drops it at end of file. True
+/// when it stopped at that bound, so that more may be waiting.
+fn drain<R: Read>(pipe: &mut Option<R>, into: &mut Vec<u8>) -> bool {
+    let Some(p) = pipe else { return false };
     let mut buf = [0u8; 8192];
-    loop {
+    // Bounded, so that a writer as fast as this reader cannot keep the caller from its deadline.
+    for _ in 0..128 {
         match p.read(&mut buf) {
             Ok(0) => {
                 *pipe = None;
-                return;
+                return false;
             }
             Ok(n) => into.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(_) => return,
+            Err(_) => return false,
         }
     }
+    true
 }
 
 impl Drop for Running {

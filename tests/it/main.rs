@@ -9,6 +9,8 @@ mod tty;
 mod ship;
 // Faults (issue 7): broken output, recycled pids, fork storms, long runs, repeated and fatal signals.
 mod faults;
+// Faults: a caller that stops reading stderr holds nothing back.
+mod slow_reader;
 // Issue 2, the exit-status table: the child's code, 128+N, 124, 126, 127, --preserve-status, --success-exit.
 mod exit_status;
 // Issue 2, what starts a stop: child_exited, signal, timeout, parent_died.

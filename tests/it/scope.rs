@@ -189,9 +189,8 @@ fn under_scope_group_the_kill_reaches_the_whole_group_in_one_call() {
             .contains("vloer-run: sent SIGKILL to the child's process group"),
         "{f}"
     );
+    // Well short of the 20 s kill timeout, which a kill that missed the chain would run into;
+    // generous, as a busy machine can hold vloer-run back for seconds.
     let elapsed = v["elapsed_ms"].as_u64().unwrap_or(u64::MAX);
-    assert!(
-        elapsed < 300 + 3000,
-        "the kill took {elapsed} ms after the grace: {f}"
-    );
+    assert!(elapsed < 10_000, "the stop took {elapsed} ms: {f}");
 }

@@ -527,12 +527,12 @@ fn the_run_leaves_its_working_directory_and_relative_paths_still_work() {
     .current_dir(dir.path())
     .start_until_ready(&ready);
     harness::wait_for_socket(&dir.path().join("s.sock"));
-    let cwd = std::fs::read_link(format!("/proc/{}/cwd", run.pid())).unwrap();
-    assert_eq!(
-        cwd,
-        Path::new("/"),
-        "vloer-run still holds the caller's folder"
-    );
+    // vloer-run leaves the folder right after the child starts, so the helper's ready file can
+    // come first: wait for it (a vloer-run that never leaves fails here).
+    let cwd = format!("/proc/{}/cwd", run.pid());
+    harness::wait_until("vloer-run to leave the caller's folder", || {
+        std::fs::read_link(&cwd).is_ok_and(|c| c == Path::new("/"))
+    });
     let f = run.finish_after(libc::SIGTERM);
     assert_eq!(f.signal(), Some(libc::SIGTERM), "{f}");
     assert!(
