@@ -466,13 +466,22 @@ def w_tree_stop(ws, helper, n, reps):
     return out
 
 
-def w_cost_curve(vloer, helper, sizes, reps, bystanders):
-    """7. vloer-run's stop for growing trees, and a 10-process tree with bystanders elsewhere."""
+def w_cost_curve(ws, vloer, helper, sizes, reps, bystanders):
+    """7. vloer-run's stop for growing trees, interleaved with `tini -s -g` on the same trees
+    when tini is there, and a 10-process tree with bystanders elsewhere."""
     out = {}
     argv = [vloer, "--"]
+    tini = next((w for w in ws if w.name == "tini"), None)
     for n, k in zip(sizes, reps):
-        runs = [stop_once(argv, helper, n, False) for _ in range(k)]
+        runs, truns = [], []
+        for i in range(k):
+            runs.append(stop_once(argv, helper, n, False))
+            if tini:
+                truns.append(stop_once(tini.group, helper, n, False))
         out[n] = summarize_vloer(runs)
+        done = [e for e, _, _ in truns if e is not None]
+        out[("tini", n)] = (median(done) if truns and len(done) == len(truns) else None,
+                            max((l for _, l, _ in truns), default=None))
     idle = Child([helper, "idle", str(bystanders)], out=True)
     try:
         if idle.readline(120) != "ready":
@@ -559,7 +568,7 @@ def main():
         sizes = [10, 100, 1000, 5000]
         reps = [3, 3, 2, 1] if quick else [9, 9, 5, 3]
         log(f"7 cost curve: trees of {sizes}, then 10 with 5000 bystanders")
-        R["curve"] = w_cost_curve(vloer, helper, sizes, reps, 5000)
+        R["curve"] = w_cost_curve(ws, vloer, helper, sizes, reps, 5000)
         R["curve_reps"] = reps
     elapsed = time.monotonic() - started
     print_table(R, ws, missing, vloer, elapsed, quick)
@@ -646,9 +655,14 @@ def print_table(R, ws, missing, vloer, elapsed, quick):
         t10 = cv[10][0]
         for n, k in zip([10, 100, 1000, 5000], reps):
             e, left, ok, ems = cv[n]
-            rows.append((f"7 vloer-run stop, {n}-process tree, median of {k} (verdict elapsed_ms {fmt(ems, '', 0)})",
-                         [fmt(None if e is None else e / MS, "ms") + ("" if ok and left == 0 else " **not proven**")] + [""] * (len(names) - 1),
-                         "", ""))
+            te, tleft = cv.get(("tini", n), (None, None))
+            cells = [fmt(None if e is None else e / MS, "ms") + ratio(e, te) + ("" if ok and left == 0 else " **not proven**")]
+            cells += [(fmt(None if te is None else te / MS, "ms") + ("" if not tleft else f", {tleft} left") + " (`-g`)")
+                      if nm == "tini" else "" for nm in names[1:]]
+            big = n >= 1000
+            rows.append((f"7 stop, {n}-process tree, median of {k} (vloer-run's verdict elapsed_ms {fmt(ems, '', 0)})",
+                         cells, "≤ 1.5× tini -g" if big else "",
+                         yes(None if e is None or te is None else e <= 1.5 * te) if big else ""))
         e, left, ok, ems = cv["bystanders"]
         rows.append((f"7 vloer-run stop, 10-process tree with 5000 bystanders, median of {reps[0]} (verdict elapsed_ms {fmt(ems, '', 0)})",
                      [fmt(None if e is None else e / MS, "ms") + ratio(e, t10) + ("" if ok and left == 0 else " **not proven**")] + [""] * (len(names) - 1),
