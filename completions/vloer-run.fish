@@ -142,7 +142,7 @@ complete -c vloer-run -n "__fish_vloer_run_needs_command" -l control -d 'Serve s
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l session -d 'Start the child in a new session (setsid) instead of a new process group; the terminal is then not handed to it'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l parent-death -d 'Stop the run (reason parent_died) when vloer-run\'s parent process exits'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l preserve-status -d 'After --timeout, exit with the child\'s status instead of 124'
-complete -c vloer-run -n "__fish_vloer_run_needs_command" -s v -l verbose -d 'Print each forwarded signal, reap and stop step on stderr. Lines that a pipe\'s reader is too slow for are left out and counted, never waited for'
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -s v -l verbose -d 'Print each forwarded signal, reap and stop step on stderr. On a pipe or socket, lines its reader is too slow for are left out and counted, never waited for'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -s V -l version -d 'Print version'

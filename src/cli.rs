@@ -187,8 +187,8 @@ pub struct OutputArgs {
     #[arg(long, env = "VLOER_SUCCESS_EXIT", value_name = "CODE", value_delimiter = ',', action = clap::ArgAction::Append)]
     pub success_exit: Vec<u8>,
 
-    /// Print each forwarded signal, reap and stop step on stderr. Lines that a pipe's reader is
-    /// too slow for are left out and counted, never waited for.
+    /// Print each forwarded signal, reap and stop step on stderr. On a pipe or socket, lines its
+    /// reader is too slow for are left out and counted, never waited for.
     #[arg(short, long, env = "VLOER_VERBOSE", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue, conflicts_with = "quiet")]
     pub verbose: bool,
 

@@ -4,8 +4,9 @@ use crate::sys::{self, NoWait};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use std::fmt::Arguments;
 use std::io::Write;
-use std::os::fd::AsFd;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 static LEVEL: AtomicU8 = AtomicU8::new(1);
@@ -13,8 +14,20 @@ static LEVEL: AtomicU8 = AtomicU8::new(1);
 /// -v lines left out because stderr's reader was behind, not yet reported.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
 
-/// stderr cannot refuse to wait (a terminal, a file): -v lines are written like the others.
-static BLOCKING: AtomicBool = AtomicBool::new(false);
+/// Whether -v lines may be left out: stderr is a pipe or a socket (asked once). A terminal or a
+/// file takes every line, as the others.
+static DROPPABLE: OnceLock<bool> = OnceLock::new();
+
+/// A terminal's reader is a person, and a file's a disk: only a pipe's or a socket's reader can
+/// fall behind for good.
+fn droppable(fd: BorrowedFd<'_>) -> bool {
+    *DROPPABLE.get_or_init(|| {
+        nix::sys::stat::fstat(fd).is_ok_and(|st| {
+            let kind = st.st_mode & libc::S_IFMT;
+            kind == libc::S_IFIFO || kind == libc::S_IFSOCK
+        })
+    })
+}
 
 /// 0: errors only (-q), 1: errors and warnings, 2: also each signal and reap (-v).
 pub fn set_level(level: u8) {
@@ -42,7 +55,7 @@ fn emit(args: Arguments<'_>) {
 fn emit_nowait(text: &str) -> bool {
     let stderr = std::io::stderr();
     let mut lock = stderr.lock();
-    if !BLOCKING.load(Ordering::Relaxed) {
+    if droppable(lock.as_fd()) {
         match sys::write_nowait(lock.as_fd(), text.as_bytes()) {
             NoWait::Wrote(n) if n < text.len() => {
                 let _ = lock.write_all(&text.as_bytes()[n..]);
@@ -50,7 +63,8 @@ fn emit_nowait(text: &str) -> bool {
             }
             NoWait::Wrote(_) | NoWait::Failed => return true,
             NoWait::Full => return false,
-            NoWait::Unsupported => BLOCKING.store(true, Ordering::Relaxed),
+            // An older kernel: written as before.
+            NoWait::Unsupported => {}
         }
     }
     let _ = lock.write_all(text.as_bytes());

@@ -78,11 +78,16 @@ fn forking_during_the_stop(
     let ready = harness::tmp_path(&dir, "ready");
     let log = harness::tmp_path(&dir, "log");
     let (ready_s, log_s) = (harness::path_str(&ready), harness::path_str(&log));
-    let f = Run::helper(
+    let mut run = Run::helper(
         &[&["--grace", "300ms", "--kill-timeout", "20s"], extra].concat(),
         &[&["fork-loop", &ready_s, &log_s], flags].concat(),
-    )
-    .finish();
+    );
+    // A file takes every -v line, where a pipe whose reader is behind would see some left out.
+    let err = harness::tmp_path(&dir, "stderr");
+    run.cmd
+        .stderr(std::fs::File::create(&err).expect("stderr file"));
+    let mut f = run.finish();
+    f.stderr = std::fs::read_to_string(&err).unwrap_or_default();
     let pgid = harness::wait_for_pids(&ready)[0];
     let pids = harness::read_pids(&log);
     let left: Vec<i32> = pids
