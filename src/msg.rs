@@ -42,13 +42,19 @@ fn notice(n: u64) -> String {
     }
 }
 
-fn emit(args: Arguments<'_>) {
-    let text = format!(
-        "{}vloer-run: {args}\n",
-        notice(DROPPED.swap(0, Ordering::Relaxed))
-    );
+/// The line for `args`, after the notice of the `dropped` -v lines left out before it.
+fn line(dropped: u64, args: Arguments<'_>) -> String {
+    format!("{}vloer-run: {args}\n", notice(dropped))
+}
+
+/// Writes `text`, waiting for stderr's reader as long as it takes.
+fn write_waiting(text: &str) {
     // A closed or broken stderr must not kill or stop vloer-run: the child still needs stopping.
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
+}
+
+fn emit(args: Arguments<'_>) {
+    write_waiting(&line(DROPPED.swap(0, Ordering::Relaxed), args));
 }
 
 /// Writes `text` unless stderr's reader is behind; false when it was left out.
@@ -91,8 +97,7 @@ pub fn verbose(args: Arguments<'_>) {
         return;
     }
     let dropped = DROPPED.swap(0, Ordering::Relaxed);
-    let text = format!("{}vloer-run: {args}\n", notice(dropped));
-    if !emit_nowait(&text) {
+    if !emit_nowait(&line(dropped, args)) {
         DROPPED.fetch_add(dropped + 1, Ordering::Relaxed);
     }
 }
@@ -105,9 +110,7 @@ pub fn report_dropped(wait: Option<Duration>) {
         return;
     }
     match wait {
-        None => {
-            let _ = std::io::stderr().lock().write_all(text.as_bytes());
-        }
+        None => write_waiting(&text),
         Some(wait) => {
             let stderr = std::io::stderr();
             let mut fds = [PollFd::new(stderr.as_fd(), PollFlags::POLLOUT)];
