@@ -138,7 +138,7 @@ impl Exec {
         let stop = if watch {
             Stop::watch(plan, wake, now)
         } else {
-            Stop::begin(plan, wake, now)
+            Stop::begin(plan, wake, now, None)
         };
         self.phase = Phase::Stopping(end, Box::new(stop));
     }

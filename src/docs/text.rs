@@ -46,7 +46,7 @@ By default the child's exit ends the run and stops the rest of the tree (`--when
 pub(super) const STOP: &str = r#"
 # THE STOP
 A stop begins when the child exits (reason `child_exited`), when vloer-run receives a `--stop-on` signal (`signal`; the signal is forwarded first), when `--timeout` passes (`timeout`), when a control client asks (`control`), or with `--parent-death` when vloer-run's parent exits (`parent_died`). Every exit path runs it exactly once, over every live process in the scope:
-1. send `--stop-signal` (default SIGTERM) to the main child's process group at once, and to every other process in the scope once the main child has exited (at once when it was already gone): an entrypoint's TERM trap or a supervisor stops its own services in order, and nothing it started outside its group hears from vloer-run before it has exited or the grace has run out. `--stop-order all` sends it to every process at once. A process that was just forwarded the signal that started the stop does not get it twice; when `--stop-signal` differs from that signal, it gets `--stop-signal` too;
+1. send `--stop-signal` (default SIGTERM) to the main child's process group at once (while the child runs, in one call through its pidfd, or killpg(2) while the unreaped child holds the group id, so every member hears it at the same moment and no recycled group id is hit), and to every other process in the scope once the main child has exited (at once when it was already gone): an entrypoint's TERM trap or a supervisor stops its own services in order, and nothing it started outside its group hears from vloer-run before it has exited or the grace has run out. `--stop-order all` sends it to every process at once. A process that was just forwarded the signal that started the stop does not get it twice; when `--stop-signal` differs from that signal, it gets `--stop-signal` too;
 2. wait at most `--grace` (default 5s), returning the moment the scope is empty: the wait is driven by process-exit events, not a sleep;
 3. send SIGKILL to each one left; rescan and repeat, so that processes forked during the stop are caught, until the scope is empty or `--kill-timeout` (default 2s) has passed;
 4. confirm from /proc: no live process left in the scope (zombies and vloer-run itself do not count) gives "stopped":true. Otherwise "stopped":false, with every survivor listed. When /proc cannot be read, or a step could not be carried out, the answer is "stopped":false with `error` saying why: no proof, no true.
@@ -76,7 +76,7 @@ vloer-run's own exit status.
 : `scope`
 tree or group.
 : `sent`
-how many processes got each signal, e.g. {"SIGTERM":3,"SIGKILL":1}.
+how many times vloer-run sent each signal, e.g. {"SIGTERM":3,"SIGKILL":1}: one for each process signalled on its own, and one for each call that reached the child's whole process group (step 1 while the child runs, the `--scope group` SIGKILL), as the kernel does not say how many processes such a call reached.
 : `reaped`
 zombies reaped during the run besides the main child.
 : `elapsed_ms`
@@ -90,7 +90,7 @@ A run stopped by SIGTERM (`docker stop`), shown over several lines:
 ```
 {"stopped":true,"survivors":[],"reason":"signal","signal":"SIGTERM",
  "child":{"pid":7,"exit_code":null,"signal":"SIGTERM"},
- "exit_code":143,"scope":"tree","sent":{"SIGTERM":3},"reaped":2,
+ "exit_code":143,"scope":"tree","sent":{"SIGTERM":1},"reaped":2,
  "elapsed_ms":4,"schema":1}
 ```
 A stop that could not be confirmed:

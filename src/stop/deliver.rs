@@ -1,27 +1,8 @@
-//! Signalling: one process through its handle (then tracked until its pidfd says it exited), or,
-//! under `--scope group`, the whole group at once.
+//! Signalling one process through its handle, then tracking it until its pidfd says it exited.
 
 use super::*;
 
 impl Stop {
-    /// In the kill phase, SIGKILL to the whole group through the pidfd, before each scan.
-    pub(super) fn kill_group(&mut self) {
-        let Some(g) = self.group.as_mut().filter(|_| self.phase == Phase::Kill) else {
-            return;
-        };
-        match sys::pidfd_signal_group(g.pidfd.as_fd(), Sig::KILL) {
-            Ok(()) => {
-                if !g.counted {
-                    g.counted = true;
-                    *self.sent.entry(Sig::KILL.name()).or_default() += 1;
-                    crate::msg::verbose(format_args!("sent SIGKILL to the child's process group"));
-                }
-            }
-            // No kernel support, or nobody left in the group: the scans do the work.
-            Err(_) => self.group = None,
-        }
-    }
-
     /// Tracks a signalled process, or remembers why it could not be signalled.
     pub(super) fn record(&mut self, pid: Pid, result: Result<Option<Tracked>, String>) {
         match result {
@@ -64,19 +45,28 @@ impl Stop {
         }
     }
 
-    /// Signals `p` through `handle` and returns what to track. `Ok(None)`: it is gone.
+    /// Signals `p` through `handle` (unless its group's call reached it already, see
+    /// `reached_by_call`) and returns what to track. `Ok(None)`: it is gone.
     pub(super) fn deliver(
         &mut self,
         p: &Proc,
         handle: Handle,
         sigs: Signals,
     ) -> Result<Option<Tracked>, String> {
+        let reached = self.reached_by_call(p);
+        let sigs = reached.map_or(sigs, |sig| Signals::of(sig, Sig::NONE));
         let mut unkillable = false;
         for sig in sigs.iter() {
-            match handle.signal(sig) {
+            let sent = match reached {
+                Some(_) => Ok(()),
+                None => handle.signal(sig),
+            };
+            match sent {
                 Ok(()) => {
-                    *self.sent.entry(sig.name()).or_default() += 1;
-                    crate::msg::verbose(format_args!("sent {sig} to {} ({})", p.pid, p.comm));
+                    if reached.is_none() {
+                        *self.sent.entry(sig.name()).or_default() += 1;
+                        crate::msg::verbose(format_args!("sent {sig} to {} ({})", p.pid, p.comm));
+                    }
                     // A stopped process would hold a polite signal pending until continued.
                     if p.state == "T"
                         && sig != Sig::KILL

@@ -1,8 +1,11 @@
 //! The stop protocol: polite signal, event-driven grace, SIGKILL rounds with rescans, then proof.
 
 mod deliver;
+mod group;
 mod plan;
 
+pub use group::ChildGroup;
+use group::Group;
 pub use plan::{FirstTarget, FirstWord, StopPlan};
 use plan::{Phase, Signals};
 
@@ -55,8 +58,8 @@ pub struct Stop {
     errors: Vec<String>,
     started: Instant,
     last: LastScan,
-    /// Under `--scope group`: the main child's pidfd, which reaches its whole group at once.
-    group: Option<GroupKill>,
+    /// The main child's process group, while the stop can reach it in one call.
+    group: Option<Group>,
 }
 
 /// What the last scan left for the next one.
@@ -69,21 +72,18 @@ struct LastScan {
     vanished: Option<Vec<Pid>>,
 }
 
-/// The group's SIGKILL in one call, for a group whose members fork faster than a scan finds
-/// them (each one found has already forked the next): the kernel reaches every member, and a
-/// fork under way cannot escape it.
-struct GroupKill {
-    pidfd: OwnedFd,
-    /// Counted once per stop in the verdict's `sent`, however often it is repeated.
-    counted: bool,
-}
-
 impl Stop {
     /// Steps 1 and the start of 2: signal every live member and start the grace period.
-    pub fn begin(plan: StopPlan, wake: Wake, now: Instant) -> Stop {
+    /// `group`: the main child's process group (see `ChildGroup`). When one call reached the
+    /// group, the scan waits for the run's next turn (see `scan_due`).
+    pub fn begin(plan: StopPlan, wake: Wake, now: Instant, group: Option<ChildGroup>) -> Stop {
         let mut stop = Stop::new(plan, wake, Phase::Grace, now);
+        stop.group = group.map(Group::new);
         stop.deadline = Some(now + plan.grace);
-        stop.round(now);
+        stop.call_group();
+        if !stop.scan_due() {
+            stop.round(now);
+        }
         stop
     }
 
@@ -109,17 +109,6 @@ impl Stop {
         }
     }
 
-    /// Gives a stop of `--scope group` the main child's pidfd (see `GroupKill`); a copy, as the
-    /// run keeps its own. The run passes none for any other scope.
-    pub fn with_group(mut self, pidfd: Option<OwnedFd>) -> Stop {
-        debug_assert!(pidfd.is_none() || matches!(self.plan.scope, Scope::Group(_)));
-        self.group = pidfd.map(|pidfd| GroupKill {
-            pidfd,
-            counted: false,
-        });
-        self
-    }
-
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done
     }
@@ -134,7 +123,7 @@ impl Stop {
         if self.phase == Phase::Done {
             return None;
         }
-        if self.last.vanished.is_some() {
+        if self.last.vanished.is_some() || self.scan_due() {
             return Some(Instant::now());
         }
         let tick = (!sys::have_pidfd()).then(|| Instant::now() + FALLBACK_TICK);
@@ -286,6 +275,7 @@ impl Stop {
             let result = self.open_and_signal(p, &known, sigs);
             self.record(p.pid, result);
         }
+        self.close_call();
         self.last.held_back = held;
         if self.tracked.is_empty() && self.phase != Phase::Done && !held {
             if !members.iter().any(Proc::is_live) {

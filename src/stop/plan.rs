@@ -76,14 +76,37 @@ impl StopPlan {
     pub(super) fn signals_for(&self, phase: Phase, p: &Proc) -> Signals {
         match phase {
             Phase::Watch | Phase::Done => Signals::default(),
-            Phase::Grace => match self.first {
-                Some((target, forwarded, received)) if target.covers(p) => {
-                    let then = self.stop_signal;
-                    Signals::of(forwarded, if then == received { Sig::NONE } else { then })
-                }
-                _ => Signals::of(self.stop_signal, Sig::NONE),
-            },
+            Phase::Grace => self.grace_signals(self.first.is_some_and(|(t, ..)| t.covers(p))),
             Phase::Kill => Signals::of(Sig::KILL, Sig::NONE),
+        }
+    }
+
+    /// The grace's signals, for a process the signal that started the stop was forwarded to
+    /// (`forwarded_to`) or not.
+    fn grace_signals(&self, forwarded_to: bool) -> Signals {
+        match self.first {
+            Some((_, forwarded, received)) if forwarded_to => {
+                let then = self.stop_signal;
+                Signals::of(forwarded, if then == received { Sig::NONE } else { then })
+            }
+            _ => Signals::of(self.stop_signal, Sig::NONE),
+        }
+    }
+
+    /// The one signal the grace sends to every member of group `pgid` alike, which one call to
+    /// the group can then deliver; None when members differ or get two.
+    pub(super) fn group_signal(&self, pgid: Pid) -> Option<Sig> {
+        let sigs = match self.first {
+            None => self.grace_signals(false),
+            Some((FirstTarget::Group(g), ..)) => self.grace_signals(g == pgid),
+            Some((FirstTarget::Process(_), ..)) => {
+                let child = self.grace_signals(true);
+                (child == self.grace_signals(false)).then_some(child)?
+            }
+        };
+        match sigs.0 {
+            [Some(sig), None] => Some(sig),
+            _ => None,
         }
     }
 
@@ -157,6 +180,39 @@ mod tests {
             sigs(rewritten.signals_for(Phase::Grace, &proc(11, 10))),
             [Sig::QUIT, Sig::HUP]
         );
+    }
+
+    #[test]
+    fn one_call_reaches_the_group_only_when_every_member_gets_the_same_one_signal() {
+        let g = Pid::from_raw(10);
+        assert_eq!(plan().group_signal(g), Some(Sig::TERM));
+        // Forwarded to the group: what it was rewritten to, and no second signal.
+        let forwarded = |first, stop_signal| StopPlan {
+            stop_signal,
+            first: Some(first),
+            ..plan()
+        };
+        let to_group = (FirstTarget::Group(g), Sig::QUIT, Sig::TERM);
+        assert_eq!(
+            forwarded(to_group, Sig::TERM).group_signal(g),
+            Some(Sig::QUIT)
+        );
+        // QUIT then HUP: two signals, one at a time.
+        assert_eq!(forwarded(to_group, Sig::HUP).group_signal(g), None);
+        // Forwarded to the child alone: the rest of its group gets the stop signal, so the group
+        // is one call only when the two agree.
+        let to_child = |fwd| (FirstTarget::Process(g), fwd, Sig::TERM);
+        assert_eq!(
+            forwarded(to_child(Sig::TERM), Sig::TERM).group_signal(g),
+            Some(Sig::TERM)
+        );
+        assert_eq!(
+            forwarded(to_child(Sig::QUIT), Sig::TERM).group_signal(g),
+            None
+        );
+        // Forwarded to another group: this one gets the stop signal alone.
+        let other = (FirstTarget::Group(Pid::from_raw(11)), Sig::QUIT, Sig::TERM);
+        assert_eq!(forwarded(other, Sig::TERM).group_signal(g), Some(Sig::TERM));
     }
 
     #[test]

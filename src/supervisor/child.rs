@@ -6,7 +6,7 @@ use crate::verdict::ChildReport;
 /// The main child, from its spawn to the end of the run.
 pub(super) struct MainChild {
     pub(super) pid: Option<Pid>,
-    /// Kept after the reap: it still names the child's process group (`Stop::with_group`).
+    /// Kept after the reap: it still names the child's process group (`ChildGroup`).
     pub(super) pidfd: Option<OwnedFd>,
     pub(super) status: Option<ChildState>,
     pub(super) spawn_error: Option<i32>,

@@ -21,6 +21,7 @@ use crate::proctable::Scope;
 use crate::reactor::{Key, Reactor, Watched};
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
+use crate::stop::ChildGroup;
 use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan, Wake};
 use crate::sys::{self, ChildSetup, ChildState};
 use crate::terminal::Terminal;
@@ -247,13 +248,28 @@ impl Supervisor {
         }
         self.record.reason = Some(Reason::of_stop(self.record.reason, reason));
         msg::verbose(format_args!("stopping: {}", reason.words()));
-        let group = match self.scope() {
-            Scope::Group(_) => self.child.pidfd.as_ref().and_then(|fd| fd.try_clone().ok()),
-            Scope::Tree | Scope::Exec { .. } => None,
-        };
-        self.state = State::Stopping(
-            Stop::begin(self.plan(first), self.wake(), Instant::now()).with_group(group),
-        );
+        // The child's own group (never the caller's, which a child under a shared terminal
+        // stays in): reachable through the pidfd even after the child was reaped.
+        let pidfd = self.child.pidfd.as_ref().and_then(|fd| fd.try_clone().ok());
+        let leader_unreaped = self.child.alive();
+        let group =
+            (!self.terminal.shared_group && (leader_unreaped || pidfd.is_some())).then(|| {
+                ChildGroup {
+                    pgid: self.child_group(),
+                    pidfd,
+                    leader_unreaped,
+                }
+            });
+        self.state = State::Stopping(Stop::begin(
+            self.plan(first),
+            self.wake(),
+            Instant::now(),
+            group,
+        ));
+        if matches!(&self.state, State::Stopping(s) if s.scan_due()) {
+            // What the group's signal ended goes before the scan, which then need not read it.
+            self.reap();
+        }
         self.stop_execs();
     }
 

@@ -91,3 +91,21 @@ pub fn borrow_std_fd(fd: RawFd) -> BorrowedFd<'static> {
 pub fn signalfd_for(sigs: &[Sig]) -> io::Result<OwnedFd> {
     block_into_signalfd(sigs.iter().fold(0, |m, s| m | kernel_bit(*s)))
 }
+
+/// Now, in the unit of `/proc/PID/stat`'s start time: clock ticks since boot. A process whose
+/// start time is greater started after this moment. None if the clock cannot be read.
+pub fn boot_ticks() -> Option<u64> {
+    let mut ts = MaybeUninit::<libc::timespec>::zeroed();
+    // SAFETY: clock_gettime writes one timespec into valid, writable memory, or fails.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, ts.as_mut_ptr()) };
+    // SAFETY: written by the kernel on success; zeroed is a valid timespec anyway.
+    let ts = unsafe { ts.assume_init() };
+    // SAFETY: sysconf takes a plain integer.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if rc != 0 || hz <= 0 {
+        return None;
+    }
+    // The kernel's own rounding (nsec_to_clock_t): down.
+    let hz = hz as u64;
+    Some(ts.tv_sec as u64 * hz + ts.tv_nsec as u64 / (1_000_000_000 / hz))
+}

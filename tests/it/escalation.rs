@@ -43,7 +43,8 @@ fn a_tree_that_exits_on_term_ends_the_stop_at_once() {
     let took = signalled.elapsed();
     let v = f.verdict();
     assert_eq!(v["stopped"], true, "{f}");
-    assert_eq!(v["sent"]["SIGTERM"], 4, "{f}");
+    // One call to the child's group reached all four.
+    assert_eq!(v["sent"]["SIGTERM"], 1, "{f}");
     assert!(v["sent"].get("SIGKILL").is_none(), "{f}");
     // Generous for a loaded machine, and still far below the 20 s grace.
     assert!(

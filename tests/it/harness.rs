@@ -781,3 +781,18 @@ pub fn children_states(pid: i32) -> Vec<(i32, char)> {
         .map(|c| (c, state(c).unwrap_or('?')))
         .collect()
 }
+
+/// The same run with the pidfd calls refused by a seccomp filter (the helper's `no-pidfd`),
+/// as on a kernel before 5.3 or under a container profile that does not know them.
+pub fn without_pidfds(run: Run) -> Run {
+    let mut cmd = Command::new(helper());
+    cmd.arg("no-pidfd")
+        .arg(run.cmd.get_program())
+        .args(run.cmd.get_args());
+    for (k, v) in run.cmd.get_envs() {
+        if let Some(v) = v {
+            cmd.env(k, v);
+        }
+    }
+    Run::of(cmd)
+}

@@ -17,6 +17,8 @@ mod exit_status;
 mod reasons;
 // Issue 2, stop signal, event-driven grace, SIGKILL after it.
 mod escalation;
+// Step 1's one call to the child's process group: each member hears it once.
+mod group_call;
 // Issue 2, what the stop covers: descendants, setsid() daemons, processes forking during the stop.
 mod scope;
 // Issue 2, orphaned zombies reaped as subreaper and as PID 1 of a pid namespace.

@@ -98,7 +98,7 @@ fn verbose_lines_are_words_not_debug_forms() {
         &[
             "timeout after 300ms",
             "stopping: the timeout passed",
-            "sent SIGTERM to N (sleep)",
+            "sent SIGTERM to the child's process group N",
             "child N ended: killed by SIGTERM",
             "reaped N: exited with status 0",
         ],

@@ -1,0 +1,128 @@
+//! The main child's process group, reached in one call: the grace's signal at the start of the
+//! stop (every member hears it at once, instead of one by one as the walk finds them), and under
+//! `--scope group` the SIGKILL of each kill round.
+
+use super::*;
+
+/// The main child's process group, handed to the run's stop.
+pub struct ChildGroup {
+    pub pgid: Pid,
+    /// The child's pidfd (a copy: the run keeps its own), where the kernel has them: it names
+    /// the group even after the child was reaped and its number reused.
+    pub pidfd: Option<OwnedFd>,
+    /// The child is not reaped yet, so its number still holds the group id for `killpg`.
+    pub leader_unreaped: bool,
+}
+
+pub(super) struct Group {
+    pgid: Pid,
+    pidfd: Option<OwnedFd>,
+    leader_unreaped: bool,
+    /// The `--scope group` SIGKILL is counted once per stop in `sent`, however often repeated.
+    kill_counted: bool,
+    /// The grace's signal went to the whole group: until the first scan after it (which tracks
+    /// the members it reached without signalling them again), which signal and when.
+    called: Option<Called>,
+}
+
+#[derive(Clone, Copy)]
+struct Called {
+    sig: Sig,
+    /// The moment of the call, in start-time ticks: a member that started later missed it.
+    tick: u64,
+}
+
+impl Group {
+    pub(super) fn new(g: ChildGroup) -> Group {
+        Group {
+            pgid: g.pgid,
+            pidfd: g.pidfd,
+            leader_unreaped: g.leader_unreaped,
+            kill_counted: false,
+            called: None,
+        }
+    }
+}
+
+impl Stop {
+    /// Step 1's signal to the child's group in one call, when every member gets the same one
+    /// and the child is unreaped: through its pidfd, or `killpg` while its number still holds
+    /// the group id. Counted once in `sent`: the kernel does not say how many it reached, and
+    /// members that reap each other leave no trace to count them by.
+    pub(super) fn call_group(&mut self) {
+        let Some(g) = self.group.as_mut().filter(|g| g.leader_unreaped) else {
+            return;
+        };
+        let (Some(sig), Some(tick)) = (self.plan.group_signal(g.pgid), sys::boot_ticks()) else {
+            return;
+        };
+        let through_pidfd = g
+            .pidfd
+            .as_ref()
+            .map(|fd| sys::pidfd_signal_group(fd.as_fd(), sig));
+        let called = match through_pidfd {
+            Some(Ok(())) => true,
+            Some(Err(e)) if e.kind() != std::io::ErrorKind::Unsupported => false,
+            _ => sys::killpg(g.pgid, sig).is_ok(),
+        };
+        // Otherwise the scan signals each member on its own, as without the call.
+        if called {
+            *self.sent.entry(sig.name()).or_default() += 1;
+            crate::msg::verbose(format_args!(
+                "sent {sig} to the child's process group {}",
+                g.pgid
+            ));
+            g.called = Some(Called { sig, tick });
+        }
+    }
+
+    /// Between the call and the first scan after it. The run reaps first: most of a group that
+    /// ends on the signal is gone by then, and a zombie reaped costs less than one read first.
+    pub fn scan_due(&self) -> bool {
+        self.group.as_ref().is_some_and(|g| g.called.is_some())
+    }
+
+    /// The signal the call delivered to `p`, when this is the first scan after it and `p` was
+    /// in the group then: it is tracked, not signalled again. A member that started within the
+    /// call's tick counts as reached (the tick is all `/proc` tells).
+    pub(super) fn reached_by_call(&self, p: &Proc) -> Option<Sig> {
+        let g = self.group.as_ref()?;
+        let c = g.called?;
+        (p.pgid == g.pgid && p.starttime <= c.tick).then_some(c.sig)
+    }
+
+    /// Ends what the call covers, after its first scan: whoever joins the group later (a
+    /// member's child forked after the call) is signalled on its own.
+    pub(super) fn close_call(&mut self) {
+        if let Some(g) = self.group.as_mut() {
+            g.called = None;
+        }
+    }
+
+    /// In the kill phase of `--scope group`, SIGKILL to the whole group through the pidfd,
+    /// before each scan: a group whose members fork faster than a scan finds them (each one
+    /// found has already forked the next) is reached at once, and a fork under way cannot
+    /// escape it.
+    pub(super) fn kill_group(&mut self) {
+        if self.phase != Phase::Kill || !matches!(self.plan.scope, Scope::Group(_)) {
+            return;
+        }
+        let Some(g) = self.group.as_mut() else {
+            return;
+        };
+        let Some(fd) = g.pidfd.as_ref() else {
+            return;
+        };
+        match sys::pidfd_signal_group(fd.as_fd(), Sig::KILL) {
+            Ok(()) => {
+                if !g.kill_counted {
+                    g.kill_counted = true;
+                    *self.sent.entry(Sig::KILL.name()).or_default() += 1;
+                    crate::msg::verbose(format_args!("sent SIGKILL to the child's process group"));
+                }
+            }
+            // No kernel support, or nobody left in the group: the scans do the work.
+            Err(_) => g.pidfd = None,
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Step 1 reaches the main child's process group in one call (its pidfd, or `killpg` while the
+//! unreaped child holds the group id): each member hears the stop signal once, the scan that
+//! follows does not signal it again, and the call counts once in `sent`.
+
+use crate::harness::{self, Run};
+use std::path::Path;
+
+/// `sh` with two recorders in its group, which log every signal and only end on SIGUSR2 (or
+/// SIGKILL); stopped by SIGTERM with a 1 s grace. Returns the verdict and each recorder's log.
+fn stop_two_recorders(dir: &Path, no_pidfd: bool) -> (harness::Finished, Vec<Vec<i32>>) {
+    let logs = [dir.join("a"), dir.join("b")];
+    let script = r#""$H" record-until USR2 "$D/a" & "$H" record-until USR2 "$D/b" & wait"#;
+    let run = Run::new(["--grace", "1s", "--", "sh", "-c", script])
+        .env("H", harness::helper())
+        .env("D", &harness::path_str(dir));
+    let run = if no_pidfd {
+        harness::without_pidfds(run)
+    } else {
+        run
+    };
+    let run = run.start();
+    for log in &logs {
+        harness::wait_until("a recorder to be ready", || {
+            std::fs::read_to_string(log).is_ok_and(|t| t.starts_with("ready "))
+        });
+    }
+    let f = run.finish_after(libc::SIGTERM);
+    (f, logs.iter().map(|l| harness::recorded(l)).collect())
+}
+
+fn each_member_hears_the_stop_signal_once(no_pidfd: bool) {
+    let dir = harness::tempdir();
+    let (f, logs) = stop_two_recorders(dir.path(), no_pidfd);
+    let v = f.verdict();
+    assert_eq!(v["stopped"], true, "{f}");
+    for log in &logs {
+        let terms = log.iter().filter(|&&s| s == libc::SIGTERM).count();
+        assert_eq!(
+            terms, 1,
+            "a recorder got SIGTERM {terms} times: {log:?}\n{f}"
+        );
+    }
+    // sh ended on the call; the recorders, which outlived the grace, were killed one by one.
+    assert_eq!(
+        v["sent"],
+        serde_json::json!({"SIGTERM": 1, "SIGKILL": 2}),
+        "{f}"
+    );
+}
+
+#[test]
+fn each_member_of_the_childs_group_hears_the_stop_signal_once() {
+    each_member_hears_the_stop_signal_once(false);
+}
+
+#[test]
+fn without_pidfds_each_member_of_the_childs_group_hears_the_stop_signal_once() {
+    each_member_hears_the_stop_signal_once(true);
+}
