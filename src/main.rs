@@ -4,6 +4,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod cli;
+mod cli_plain;
 mod client;
 mod config;
 mod control;
@@ -51,7 +52,8 @@ extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> lib
 /// Everything vloer-run does; the value is its exit status.
 #[cfg_attr(test, allow(dead_code))]
 fn vloer_main() -> u8 {
-    let cli = match cli::Cli::try_parse() {
+    let parsed = cli_plain::parse(std::env::args_os()).map_or_else(cli::Cli::try_parse, Ok);
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) if e.exit_code() == 0 => {
             let _ = e.print();
