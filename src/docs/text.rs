@@ -130,6 +130,7 @@ A DURATION is 500ms, 5s, 1m30s, or a plain number of seconds (2.5). A SIG is a n
 
 pub(super) const LIMITS: &str = r#"
 # LIMITS
+- Step 1's signal, one call to the child's process group, reaches whoever is in the group at that moment, and the kernel does not say how many: the verdict's `sent` counts the call once. A member forked within the same clock tick (10 ms) after the call (by a TERM handler, say), or one that moved into the group after the call but before the scan that follows it, is taken as reached and not signalled again: it gets SIGKILL after the grace if it is still there. A member forked later gets the stop signal on its own.
 - `--scope group` covers the child's process group only, within vloer-run's tree: a process that leaves it (setsid(), setpgid()) is neither signalled nor checked, nor is a process from outside the run that joins it, and "stopped":true says nothing about them.
 - Processes that are not descendants of vloer-run are not in the scope: those started with `docker exec` or `kubectl exec`, for example. Start them with `vloer-run exec` to make them part of the run.
 - Some processes cannot be stopped, and are then reported as survivors with "stopped":false and exit 125: a process in uninterruptible sleep (state D, e.g. blocked on a dead NFS server) that outlasts `--kill-timeout`, and a process of another user that vloer-run has no permission to signal (SIGKILL fails with EPERM; a setuid program, or vloer-run running unprivileged).
