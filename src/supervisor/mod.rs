@@ -249,17 +249,15 @@ impl Supervisor {
         self.record.reason = Some(Reason::of_stop(self.record.reason, reason));
         msg::verbose(format_args!("stopping: {}", reason.words()));
         // The child's own group (never the caller's, which a child under a shared terminal
-        // stays in): reachable through the pidfd even after the child was reaped.
-        let pidfd = self.child.pidfd.as_ref().and_then(|fd| fd.try_clone().ok());
+        // stays in): the stop signal goes to it while the child is unreaped, and `--scope
+        // group`'s SIGKILL through the pidfd even after.
         let leader_unreaped = self.child.alive();
-        let group =
-            (!self.terminal.shared_group && (leader_unreaped || pidfd.is_some())).then(|| {
-                ChildGroup {
-                    pgid: self.child_group(),
-                    pidfd,
-                    leader_unreaped,
-                }
-            });
+        let wanted = leader_unreaped || matches!(self.scope(), Scope::Group(_));
+        let group = (wanted && !self.terminal.shared_group).then(|| ChildGroup {
+            pgid: self.child_group(),
+            pidfd: self.child.pidfd.as_ref().and_then(|fd| fd.try_clone().ok()),
+            leader_unreaped,
+        });
         self.state = State::Stopping(Stop::begin(
             self.plan(first),
             self.wake(),

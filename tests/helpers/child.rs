@@ -14,6 +14,8 @@
 //!                                publishes its pid and the child's
 //!   no-pidfd CMD ARG...          execs CMD with pidfd_open and pidfd_send_signal refused (ENOSYS)
 //!                                by a seccomp filter
+//!   no-group-signal CMD ARG...   execs CMD with pidfd_send_signal's process-group flag refused
+//!                                (EINVAL, as before Linux 6.9) by a seccomp filter
 //!   fork-loop READY LOG [--hop] [--fast]
 //!                                SIGTERM ignored; forks a new generation every millisecond (--fast:
 //!                                as fast as fork allows), each logging its pid to LOG; with --hop
@@ -84,6 +86,7 @@ fn main() {
         ("daemon", [pidfile, flag]) if flag == "--undumpable" => daemon(pidfile, true),
         ("pthread-exit", [ready]) => pthread_exit_leader(ready),
         ("no-pidfd", [_, ..]) => no_pidfd(rest),
+        ("no-group-signal", [_, ..]) => no_group_signal(rest),
         ("fork-loop", [ready, log, flags @ ..]) => {
             let (mut hop, mut fast) = (false, false);
             for f in flags {
@@ -560,32 +563,62 @@ fn pthread_exit_leader(ready: &str) -> ! {
 
 /// Execs CMD with pidfd_open and pidfd_send_signal refused (ENOSYS) by a seccomp filter, as on
 /// a kernel before 5.3 or under a container profile that does not know them.
+#[repr(C)]
+struct SockFilter {
+    code: u16,
+    jt: u8,
+    jf: u8,
+    k: u32,
+}
+
+const LD_W_ABS: u16 = 0x20;
+const JEQ_K: u16 = 0x15;
+const RET_K: u16 = 0x06;
+const RET_ALLOW: u32 = 0x7fff_0000;
+const RET_ERRNO: u32 = 0x0005_0000;
+
+fn op(code: u16, jt: u8, jf: u8, k: u32) -> SockFilter {
+    SockFilter { code, jt, jf, k }
+}
+
+/// Execs `argv` with pidfd_open and pidfd_send_signal answered ENOSYS, as before Linux 5.3.
 fn no_pidfd(argv: &[String]) -> ! {
-    #[repr(C)]
-    struct SockFilter {
-        code: u16,
-        jt: u8,
-        jf: u8,
-        k: u32,
-    }
+    seccomp_exec(
+        &[
+            op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+            op(JEQ_K, 2, 0, libc::SYS_pidfd_open as u32),
+            op(JEQ_K, 1, 0, libc::SYS_pidfd_send_signal as u32),
+            op(RET_K, 0, 0, RET_ALLOW),
+            op(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+        ],
+        argv,
+    )
+}
+
+/// Execs `argv` with pidfd_send_signal's PIDFD_SIGNAL_PROCESS_GROUP answered EINVAL, as a kernel
+/// before 6.9 answers an unknown flag.
+fn no_group_signal(argv: &[String]) -> ! {
+    const PIDFD_SIGNAL_PROCESS_GROUP: u32 = 1 << 2;
+    seccomp_exec(
+        &[
+            op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+            op(JEQ_K, 0, 3, libc::SYS_pidfd_send_signal as u32),
+            op(LD_W_ABS, 0, 0, 16 + 3 * 8), // the low half of args[3], the flags
+            op(JEQ_K, 0, 1, PIDFD_SIGNAL_PROCESS_GROUP),
+            op(RET_K, 0, 0, RET_ERRNO | libc::EINVAL as u32),
+            op(RET_K, 0, 0, RET_ALLOW),
+        ],
+        argv,
+    )
+}
+
+/// Installs `filter` for this process and what it execs, then execs `argv`.
+fn seccomp_exec(filter: &[SockFilter], argv: &[String]) -> ! {
     #[repr(C)]
     struct SockFprog {
         len: u16,
         filter: *const SockFilter,
     }
-    const LD_W_ABS: u16 = 0x20;
-    const JEQ_K: u16 = 0x15;
-    const RET_K: u16 = 0x06;
-    const RET_ALLOW: u32 = 0x7fff_0000;
-    const RET_ERRNO: u32 = 0x0005_0000;
-    let op = |code, jt, jf, k| SockFilter { code, jt, jf, k };
-    let filter = [
-        op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
-        op(JEQ_K, 2, 0, libc::SYS_pidfd_open as u32),
-        op(JEQ_K, 1, 0, libc::SYS_pidfd_send_signal as u32),
-        op(RET_K, 0, 0, RET_ALLOW),
-        op(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
-    ];
     let prog = SockFprog {
         len: filter.len() as u16,
         filter: filter.as_ptr(),

@@ -5,18 +5,29 @@
 use crate::harness::{self, Run};
 use std::path::Path;
 
+/// What the kernel offers vloer-run, as a seccomp filter makes it look.
+#[derive(Clone, Copy)]
+enum Kernel {
+    /// This kernel as it is: the call goes through the child's pidfd.
+    This,
+    /// No PIDFD_SIGNAL_PROCESS_GROUP (before 6.9): killpg, the child being unreaped.
+    NoGroupSignal,
+    /// No pidfds at all (before 5.3): killpg as well.
+    NoPidfd,
+}
+
 /// `sh` with two recorders in its group, which log every signal and only end on SIGUSR2 (or
 /// SIGKILL); stopped by SIGTERM with a 1 s grace. Returns the verdict and each recorder's log.
-fn stop_two_recorders(dir: &Path, no_pidfd: bool) -> (harness::Finished, Vec<Vec<i32>>) {
+fn stop_two_recorders(dir: &Path, kernel: Kernel) -> (harness::Finished, Vec<Vec<i32>>) {
     let logs = [dir.join("a"), dir.join("b")];
     let script = r#""$H" record-until USR2 "$D/a" & "$H" record-until USR2 "$D/b" & wait"#;
     let run = Run::new(["--grace", "1s", "--", "sh", "-c", script])
         .env("H", harness::helper())
         .env("D", &harness::path_str(dir));
-    let run = if no_pidfd {
-        harness::without_pidfds(run)
-    } else {
-        run
+    let run = match kernel {
+        Kernel::This => run,
+        Kernel::NoGroupSignal => harness::without_group_signal(run),
+        Kernel::NoPidfd => harness::without_pidfds(run),
     };
     let run = run.start();
     for log in &logs {
@@ -28,9 +39,9 @@ fn stop_two_recorders(dir: &Path, no_pidfd: bool) -> (harness::Finished, Vec<Vec
     (f, logs.iter().map(|l| harness::recorded(l)).collect())
 }
 
-fn each_member_hears_the_stop_signal_once(no_pidfd: bool) {
+fn each_member_hears_the_stop_signal_once(kernel: Kernel) {
     let dir = harness::tempdir();
-    let (f, logs) = stop_two_recorders(dir.path(), no_pidfd);
+    let (f, logs) = stop_two_recorders(dir.path(), kernel);
     let v = f.verdict();
     assert_eq!(v["stopped"], true, "{f}");
     for log in &logs {
@@ -50,10 +61,15 @@ fn each_member_hears_the_stop_signal_once(no_pidfd: bool) {
 
 #[test]
 fn each_member_of_the_childs_group_hears_the_stop_signal_once() {
-    each_member_hears_the_stop_signal_once(false);
+    each_member_hears_the_stop_signal_once(Kernel::This);
+}
+
+#[test]
+fn without_the_group_flag_killpg_reaches_each_member_once() {
+    each_member_hears_the_stop_signal_once(Kernel::NoGroupSignal);
 }
 
 #[test]
 fn without_pidfds_each_member_of_the_childs_group_hears_the_stop_signal_once() {
-    each_member_hears_the_stop_signal_once(true);
+    each_member_hears_the_stop_signal_once(Kernel::NoPidfd);
 }

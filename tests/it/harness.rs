@@ -785,8 +785,19 @@ pub fn children_states(pid: i32) -> Vec<(i32, char)> {
 /// The same run with the pidfd calls refused by a seccomp filter (the helper's `no-pidfd`),
 /// as on a kernel before 5.3 or under a container profile that does not know them.
 pub fn without_pidfds(run: Run) -> Run {
+    under_filter("no-pidfd", run)
+}
+
+/// The same run with pidfd_send_signal's process-group flag refused (the helper's
+/// `no-group-signal`), as on a kernel before 6.9.
+pub fn without_group_signal(run: Run) -> Run {
+    under_filter("no-group-signal", run)
+}
+
+/// `run` under one of the helper's seccomp filters.
+fn under_filter(mode: &str, run: Run) -> Run {
     let mut cmd = Command::new(helper());
-    cmd.arg("no-pidfd")
+    cmd.arg(mode)
         .arg(run.cmd.get_program())
         .args(run.cmd.get_args());
     for (k, v) in run.cmd.get_envs() {
