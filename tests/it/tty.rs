@@ -559,11 +559,9 @@ fn bg_runs_the_job_until_it_reads_the_terminal_and_fg_finishes_it() {
         "a background job must not take the terminal"
     );
     pty.send("jobs -l\n");
-    let jobs = pty.expect("outer$ ");
-    assert!(
-        jobs.contains(&format!("{vr} Stopped (tty input)")),
-        "jobs -l: {jobs:?}"
-    );
+    // The listing itself, which has the pid (the `set -b` notice has none): on a busy machine the
+    // notice, and the prompt bash prints after it, can still arrive after `jobs -l` was typed.
+    pty.expect(&format!("{vr} Stopped (tty input)"));
 
     pty.send("fg\n");
     pty.wait_fg(child, "fg to give the terminal to the child's group");
