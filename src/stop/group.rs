@@ -84,8 +84,12 @@ impl Stop {
 
     /// The signal the call delivered to `p`, when this is the first scan after it and `p` was
     /// in the group then: it is tracked, not signalled again. A member that started within the
-    /// call's tick counts as reached (the tick is all `/proc` tells).
+    /// call's tick counts as reached (the tick is all `/proc` tells). Only in the grace: a scan
+    /// that comes after it (`--grace 0`) owes every member its SIGKILL.
     pub(super) fn reached_by_call(&self, p: &Proc) -> Option<Sig> {
+        if self.phase != Phase::Grace {
+            return None;
+        }
         let g = self.group.as_ref()?;
         let c = g.called?;
         (p.pgid == g.pgid && p.starttime <= c.tick).then_some(c.sig)

@@ -73,3 +73,25 @@ fn without_the_group_flag_killpg_reaches_each_member_once() {
 fn without_pidfds_each_member_of_the_childs_group_hears_the_stop_signal_once() {
     each_member_hears_the_stop_signal_once(Kernel::NoPidfd);
 }
+
+#[test]
+fn with_no_grace_a_member_the_call_reached_still_gets_its_sigkill() {
+    // The scan after the call comes when the grace (0) is already over: it must kill, not take
+    // the member as already signalled.
+    let dir = harness::tempdir();
+    let ready = harness::tmp_path(&dir, "ready");
+    let (run, pids) = Run::helper(
+        &["--grace", "0", "--kill-timeout", "5s"],
+        &["ignore-term", &harness::path_str(&ready)],
+    )
+    .start_until_ready(&ready);
+    let f = run.finish_after(libc::SIGTERM);
+    let v = f.verdict();
+    assert_eq!(v["stopped"], true, "{f}");
+    assert_eq!(
+        v["sent"],
+        serde_json::json!({"SIGTERM": 1, "SIGKILL": 1}),
+        "{f}"
+    );
+    assert!(!harness::alive_ours(pids[0], dir.path()), "{f}");
+}
