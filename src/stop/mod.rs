@@ -65,6 +65,8 @@ pub struct Stop {
 /// What the last scan left for the next one.
 #[derive(Default)]
 struct LastScan {
+    /// A scan has read the scope from /proc.
+    read: bool,
     /// It held a process back for the main child's exit (see `release`).
     held_back: bool,
     /// Every live member it saw was gone before it could be signalled: the scope is scanned
@@ -203,12 +205,14 @@ impl Stop {
     fn round(&mut self, now: Instant) {
         if self.plan.scope == Scope::Tree
             && self.tracked.is_empty()
-            && !self.sent.is_empty()
+            && self.last.read
             && matches!(sys::children_left(), Ok(sys::Children::None))
         {
             // vloer-run reaps every descendant, so having no child at all is the kernel's word
-            // that the tree is empty: once a walk has found and signalled the tree (and so shown
-            // that /proc can be read for survivors), no second walk is needed to know it.
+            // that the tree is empty: once a walk has read the tree (and so shown that /proc can
+            // be read for survivors), no second walk is needed to know it. Not before: a stop
+            // whose group call ended everything still reads /proc once, so that an unreadable
+            // /proc gives the same answer however fast the tree died.
             self.phase = Phase::Done;
             return;
         }
@@ -233,7 +237,10 @@ impl Stop {
             .walk_and_signal()
             .unwrap_or_else(|| proctable::scan(self.plan.scope, &seeds));
         let members = match scanned {
-            Ok(m) => m,
+            Ok(m) => {
+                self.last.read = true;
+                m
+            }
             Err(ProcError(e)) => {
                 self.errors.push(e);
                 self.phase = Phase::Done;

@@ -3,9 +3,20 @@
 use super::*;
 use crate::verdict::{Cause, Effort, Proof};
 
+/// The most reap batches the end of the run takes (see `reap`): a tree still making zombies
+/// that fast is alive.
+const REAP_ROUNDS: usize = 64;
+
 impl Supervisor {
     /// Step 4 and the verdict: confirm, reap what is left, hand the terminal back.
     pub(super) fn conclude(mut self) -> Ended {
+        // The run's stop can end with its scope empty but for zombies whose SIGCHLD was not read
+        // yet, an exec's process among them: its report needs the status first.
+        for _ in 0..REAP_ROUNDS {
+            if !self.reap() {
+                break;
+            }
+        }
         // Execs still stopping when the run ends are confirmed and reported now.
         let ids: Vec<ConnId> = self.execs.running.keys().copied().collect();
         // Only a watch (no signal, no wait) for those that have none yet: the run is over.
@@ -92,7 +103,7 @@ impl Supervisor {
     /// one of its children), an O(1) proof that no /proc listing can get wrong.
     pub(super) fn tree_is_empty(&mut self) -> bool {
         // Bounded: each turn reaps what the kernel showed; a tree still making zombies is alive.
-        for _ in 0..64 {
+        for _ in 0..REAP_ROUNDS {
             self.reap();
             match sys::children_left() {
                 Ok(sys::Children::None) => return true,

@@ -359,6 +359,43 @@ fn killing_the_exec_client_stops_the_exec() {
 }
 
 #[test]
+fn an_exec_whose_client_cannot_read_its_reply_still_ends_with_the_client() {
+    // The client stops reading before the exec's first reply is written (as a client killed
+    // at that moment does): the write fails, and the client's hang-up must still stop the exec.
+    use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags};
+    use std::os::fd::{AsRawFd, OwnedFd};
+    let inst = Instance::start(&[]);
+    let dir = harness::tempdir();
+    let ready = dir.path().join("ready");
+    let script = format!("echo $$ > {}; exec sleep 1000", path_str(&ready));
+    let request = serde_json::json!({
+        "op": "exec",
+        "argv": ["sh", "-c", script],
+        "cwd": "/",
+        "env": [["PATH", std::env::var("PATH").unwrap_or_default()]],
+    })
+    .to_string()
+        + "\n";
+    let devnull: OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+    let fds = [devnull.as_raw_fd(); 3];
+    let client = UnixStream::connect(&inst.sock).expect("connect");
+    client.shutdown(std::net::Shutdown::Read).expect("shutdown");
+    sendmsg::<()>(
+        client.as_raw_fd(),
+        &[std::io::IoSlice::new(request.as_bytes())],
+        &[ControlMessage::ScmRights(&fds)],
+        MsgFlags::empty(),
+        None,
+    )
+    .expect("sendmsg");
+    let pid: i32 = harness::wait_for_line(&ready).parse().unwrap();
+    drop(client);
+    wait_until(&format!("exec {pid} to go with its client"), || !alive(pid));
+    assert!(inst.status()["execs"].as_array().unwrap().is_empty());
+    inst.stop();
+}
+
+#[test]
 fn the_main_childs_exit_stops_a_running_exec() {
     let dir = harness::tempdir();
     let go = dir.path().join("go");

@@ -78,7 +78,12 @@ impl Conn {
                 Err(nix::errno::Errno::EINTR) => continue,
                 Err(_) => {
                     self.out.clear();
-                    self.phase = Phase::Closing;
+                    // An exec's client that can no longer read is gone: its hang-up, read as a
+                    // cancel, stops the exec. Dropping the connection here would lose that, and
+                    // the exec would outlive its client (killed before its reply was written).
+                    if self.phase != Phase::Attached {
+                        self.phase = Phase::Closing;
+                    }
                 }
             }
         }
@@ -126,11 +131,8 @@ impl Server {
                 }
             }
         }
-        // The mode is fixed at bind time from the umask, so no other user ever sees a wider one.
-        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-        let bound = UnixListener::bind(path);
-        nix::sys::stat::umask(old);
-        let listener = bound.with_context(|| format!("creating control socket at {shown}"))?;
+        let listener =
+            bind_in_place(path).with_context(|| format!("creating control socket at {shown}"))?;
         listener
             .set_nonblocking(true)
             .context("making the control socket non-blocking")?;
@@ -322,6 +324,31 @@ impl Server {
             }
         }
     }
+}
+
+/// Binds and listens under a temporary name beside `path`, then links the socket in: the path
+/// appears only once it accepts, so a client that waits for it (a script, a test) is never
+/// refused in the moment between bind and listen. The link fails if the path exists meanwhile
+/// (another instance won the race), as a bind to it would. A temporary name too long for a
+/// socket address falls back to binding `path` itself.
+fn bind_in_place(path: &Path) -> std::io::Result<UnixListener> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.{}", std::process::id()));
+    // The mode is fixed at bind time from the umask, so no other user ever sees a wider one.
+    let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+    let direct = temp.as_os_str().len() >= 108;
+    let bound = UnixListener::bind(if direct { path } else { &temp });
+    nix::sys::stat::umask(old);
+    let listener = bound?;
+    if direct {
+        return Ok(listener);
+    }
+    let linked = std::fs::hard_link(&temp, path);
+    let _ = std::fs::remove_file(&temp);
+    linked.map(|()| listener)
 }
 
 impl Drop for Server {
