@@ -431,7 +431,12 @@ impl Run {
     }
 
     pub fn start(mut self) -> Running {
-        Running::of(self.cmd.spawn().expect("spawning vloer-run"))
+        // Timed from before the spawn: a test thread that resumes late after it must not make
+        // vloer-run's own timers look early (a 300 ms timeout measured as 298 ms).
+        let before = Instant::now();
+        let mut running = Running::of(self.cmd.spawn().expect("spawning vloer-run"));
+        running.started = before;
+        running
     }
 
     pub fn finish(self) -> Finished {
