@@ -7,14 +7,7 @@ use std::time::{Duration, Instant};
 #[test]
 fn a_child_that_ignores_term_is_killed_after_the_grace() {
     let dir = harness::tempdir();
-    let ready = harness::tmp_path(&dir, "ready");
-    let (run, pids) = Run::helper(
-        &["--grace", "500ms"],
-        &["ignore-term", &harness::path_str(&ready)],
-    )
-    .start_until_ready(&ready);
-    let pid = pids[0];
-    let f = run.finish_after(libc::SIGTERM);
+    let (f, pid) = harness::stop_a_term_ignorer(&dir, &["--grace", "500ms"]);
     let v = f.verdict();
     assert_eq!(v["stopped"], true, "{f}");
     assert_eq!(v["sent"]["SIGTERM"], 1, "{f}");
@@ -80,13 +73,7 @@ fn kill_rounds_end_when_the_scope_is_empty() {
     // Nothing here refuses SIGKILL, so the rounds end as soon as the scope is empty, long before
     // a 30 s kill timeout; the grace is what a TERM-ignoring child costs.
     let dir = harness::tempdir();
-    let ready = harness::tmp_path(&dir, "ready");
-    let (run, _) = Run::helper(
-        &["--grace", "200ms", "--kill-timeout", "30s"],
-        &["ignore-term", &harness::path_str(&ready)],
-    )
-    .start_until_ready(&ready);
-    let f = run.finish_after(libc::SIGTERM);
+    let (f, _) = harness::stop_a_term_ignorer(&dir, &["--grace", "200ms", "--kill-timeout", "30s"]);
     assert_eq!(f.verdict()["stopped"], true, "{f}");
     assert!(f.elapsed < Duration::from_secs(15), "{f}");
 }

@@ -79,13 +79,7 @@ fn with_no_grace_a_member_the_call_reached_still_gets_its_sigkill() {
     // The scan after the call comes when the grace (0) is already over: it must kill, not take
     // the member as already signalled.
     let dir = harness::tempdir();
-    let ready = harness::tmp_path(&dir, "ready");
-    let (run, pids) = Run::helper(
-        &["--grace", "0", "--kill-timeout", "5s"],
-        &["ignore-term", &harness::path_str(&ready)],
-    )
-    .start_until_ready(&ready);
-    let f = run.finish_after(libc::SIGTERM);
+    let (f, pid) = harness::stop_a_term_ignorer(&dir, &["--grace", "0", "--kill-timeout", "5s"]);
     let v = f.verdict();
     assert_eq!(v["stopped"], true, "{f}");
     assert_eq!(
@@ -93,5 +87,5 @@ fn with_no_grace_a_member_the_call_reached_still_gets_its_sigkill() {
         serde_json::json!({"SIGTERM": 1, "SIGKILL": 1}),
         "{f}"
     );
-    assert!(!harness::alive_ours(pids[0], dir.path()), "{f}");
+    assert!(!harness::alive_ours(pid, dir.path()), "{f}");
 }

@@ -812,3 +812,12 @@ fn under_filter(mode: &str, run: Run) -> Run {
     }
     Run::of(cmd)
 }
+
+/// `vloer-run FLAGS -- helper ignore-term`, stopped by SIGTERM once the child is ready: the
+/// finished run and the child's pid.
+pub fn stop_a_term_ignorer(dir: &tempfile::TempDir, flags: &[&str]) -> (Finished, i32) {
+    let ready = tmp_path(dir, "ready");
+    let (run, pids) =
+        Run::helper(flags, &["ignore-term", &path_str(&ready)]).start_until_ready(&ready);
+    (run.finish_after(libc::SIGTERM), pids[0])
+}
