@@ -54,16 +54,12 @@ impl Stop {
         sigs: Signals,
     ) -> Result<Option<Tracked>, String> {
         let reached = self.reached_by_call(p);
-        let sigs = reached.map_or(sigs, |sig| Signals::of(sig, Sig::NONE));
         let mut unkillable = false;
         for sig in sigs.iter() {
-            let sent = match reached {
-                Some(_) => Ok(()),
-                None => handle.signal(sig),
-            };
+            let sent = if reached { Ok(()) } else { handle.signal(sig) };
             match sent {
                 Ok(()) => {
-                    if reached.is_none() {
+                    if !reached {
                         *self.sent.entry(sig.name()).or_default() += 1;
                         crate::msg::verbose(format_args!("sent {sig} to {} ({})", p.pid, p.comm));
                     }

@@ -20,16 +20,10 @@ pub(super) struct Group {
     leader_unreaped: bool,
     /// The `--scope group` SIGKILL is counted once per stop in `sent`, however often repeated.
     kill_counted: bool,
-    /// The grace's signal went to the whole group: until the first scan after it (which tracks
-    /// the members it reached without signalling them again), which signal and when.
-    called: Option<Called>,
-}
-
-#[derive(Clone, Copy)]
-struct Called {
-    sig: Sig,
-    /// The moment of the call, in start-time ticks: a member that started later missed it.
-    tick: u64,
+    /// The grace's signal went to the whole group at this moment, in start-time ticks (a member
+    /// that started later missed it); until the first scan after it, which tracks the members
+    /// it reached without signalling them again.
+    called_at: Option<u64>,
 }
 
 impl Group {
@@ -39,7 +33,7 @@ impl Group {
             pidfd: g.pidfd,
             leader_unreaped: g.leader_unreaped,
             kill_counted: false,
-            called: None,
+            called_at: None,
         }
     }
 }
@@ -72,34 +66,34 @@ impl Stop {
                 "sent {sig} to the child's process group {}",
                 g.pgid
             ));
-            g.called = Some(Called { sig, tick });
+            g.called_at = Some(tick);
         }
     }
 
     /// Between the call and the first scan after it. The run reaps first: most of a group that
     /// ends on the signal is gone by then, and a zombie reaped costs less than one read first.
     pub fn scan_due(&self) -> bool {
-        self.group.as_ref().is_some_and(|g| g.called.is_some())
+        self.group.as_ref().is_some_and(|g| g.called_at.is_some())
     }
 
-    /// The signal the call delivered to `p`, when this is the first scan after it and `p` was
-    /// in the group then: it is tracked, not signalled again. A member that started within the
-    /// call's tick counts as reached (the tick is all `/proc` tells). Only in the grace: a scan
-    /// that comes after it (`--grace 0`) owes every member its SIGKILL.
-    pub(super) fn reached_by_call(&self, p: &Proc) -> Option<Sig> {
-        if self.phase != Phase::Grace {
-            return None;
-        }
-        let g = self.group.as_ref()?;
-        let c = g.called?;
-        (p.pgid == g.pgid && p.starttime <= c.tick).then_some(c.sig)
+    /// Whether the call already delivered `p`'s grace signal (the plan's, as the call is only
+    /// made when the group's members all get that one): this is the first scan after it and
+    /// `p` was in the group then, so it is tracked, not signalled again. A member that started
+    /// within the call's tick counts as reached (the tick is all `/proc` tells). Only in the
+    /// grace: a scan that comes after it (`--grace 0`) owes every member its SIGKILL.
+    pub(super) fn reached_by_call(&self, p: &Proc) -> bool {
+        self.phase == Phase::Grace
+            && self.group.as_ref().is_some_and(|g| {
+                g.called_at
+                    .is_some_and(|tick| p.pgid == g.pgid && p.starttime <= tick)
+            })
     }
 
     /// Ends what the call covers, after its first scan: whoever joins the group later (a
     /// member's child forked after the call) is signalled on its own.
     pub(super) fn close_call(&mut self) {
         if let Some(g) = self.group.as_mut() {
-            g.called = None;
+            g.called_at = None;
         }
     }
 
