@@ -16,6 +16,7 @@ import json, os, socket, statistics, subprocess, sys, tempfile, time
 
 BIN = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else "target/release/vloer-run")
 N, M = 2000, 200
+TREE = 200
 
 
 def median_us(xs):
@@ -67,6 +68,13 @@ def wait_for(path, what):
 
 
 def main():
+    # Everything on one CPU: this client, vloer-run (its /proc reader thread too) and the reference
+    # server inherit it. Across CPUs, each reply waits for a wake-up of the other CPU, which on a
+    # VM costs about 40 µs and lands on one server or the other by the scheduler's whim (a run
+    # measured the reference at 19 µs beside vloer-run's error reply at 77; pinned alike, 64 and
+    # 65 µs across CPUs, 18.5 and 24 µs on one).
+    cpu = min(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpu})
     tmp = tempfile.mkdtemp(prefix="vloer-bench-")
     sock = os.path.join(tmp, "ctl")
     ref_sock = os.path.join(tmp, "ref")
@@ -107,6 +115,23 @@ def main():
             out = subprocess.run([helper, "proc-reads", str(child), str(N)], check=True,
                                  capture_output=True, text=True, stdin=subprocess.DEVNULL)
             proc_reads = float(out.stdout)
+        # A larger run: every process's line, its cmdline read by the reader thread.
+        tree_status = []
+        if os.access(helper, os.X_OK):
+            tree_sock = os.path.join(tmp, "tree")
+            tree = subprocess.Popen([BIN, "--verdict", "off", "--control", tree_sock, "--",
+                                     helper, "tree", str(TREE)],
+                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            try:
+                assert tree.stdout.readline().startswith(b"ready")
+                wait_for(tree_sock, "vloer-run around the tree")
+                for _ in range(M):
+                    took, reply = round_trip(tree_sock, b'{"op":"status"}\n')
+                    assert len(json.loads(reply)["processes"]) == TREE, reply[:200]
+                    tree_status.append(took)
+            finally:
+                tree.stdin.close()
+                tree.wait(timeout=60)
         fresh, inside = [], []
         for _ in range(M):
             t = time.perf_counter()
@@ -135,13 +160,18 @@ def main():
                  median_us(ref_reply) / rf, ""),
                 ("/proc reads for one process (stat, children, cmdline), in-process, over floor B",
                  proc_reads, proc_reads / served, ""),
+                ("`status` round trip over the reference server's reply (issue 14)",
+                 median_us(status), median_us(status) / median_us(ref_reply), "≤ 1.50×"),
             ]
+        if tree_status:
+            rows.append((f"`status` of a {TREE}-process tree", median_us(tree_status),
+                         median_us(tree_status) / median_us(status), ""))
         rows += [
             ("`vloer-run -- true` afresh (floor)", median_us(fresh), None, ""),
             ("`vloer-run exec -- true`", median_us(inside), median_us(inside) / median_us(fresh),
              "≤ 2.00×"),
         ]
-        print(f"| control socket ({N} / {M} interleaved runs) | median µs | ratio to its floor | target |")
+        print(f"| control socket ({N} / {M} interleaved runs, all on CPU {cpu}) | median µs | ratio to its floor | target |")
         print("| --- | ---: | ---: | ---: |")
         for name, us, ratio, target in rows:
             r = "" if ratio is None else f"{ratio:.2f}×"

@@ -9,7 +9,7 @@
 #   4. `podman run --init --init-path=vloer-run` runs the command under vloer-run as PID 1;
 #   5. zombies are reaped.
 #
-#   scripts/container-check.sh [BINARY]   (default: the static build of scripts/static-check.sh)
+#   scripts/container-check.sh [BINARY]   (default: built by scripts/static-build.sh)
 #
 # Where podman cannot run (not installed, no busybox-static, a runtime that refuses this machine)
 # it says why and exits 0; .ci/run installs what it needs. A failed check exits 1.
@@ -19,9 +19,9 @@ fail() { echo "container-check: FAIL: $*" >&2; exit 1; }
 say() { echo "container-check: $*"; }
 skip() { say "SKIPPED: $*"; exit 0; }
 
-bin=${1:-target/x86_64-unknown-linux-gnu/release/vloer-run}
-if [ ! -x "$bin" ]; then
-    RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target x86_64-unknown-linux-gnu
+bin=${1:-}
+if [ -z "$bin" ]; then
+    bin=$(scripts/static-build.sh)
 fi
 command -v podman >/dev/null 2>&1 || skip "podman is not installed"
 busybox=/bin/busybox

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the release anyone can download: the static binary, the manual, the completions, the
-# README and SHA256SUMS (of those files) in one tarball named with the version and the target,
-# plus the tarball's own checksum beside it.
+# README and SHA256SUMS (of those files) in one tarball named with the version and the target the
+# binary was built for (read from the binary: musl or gnu), plus the tarball's own checksum.
 #
 #   scripts/release.sh [--bin BINARY] [OUTDIR]     (default OUTDIR: dist)
 #
@@ -11,7 +11,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-target=x86_64-unknown-linux-gnu
 bin=
 if [ "${1:-}" = --bin ]; then
     bin=$2
@@ -19,12 +18,16 @@ if [ "${1:-}" = --bin ]; then
 fi
 out=${1:-dist}
 if [ -z "$bin" ]; then
-    # --target keeps build scripts and proc macros dynamic; only the shipped binary is static.
-    RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target "$target"
-    bin=target/$target/release/vloer-run
+    bin=$(scripts/static-build.sh)
 fi
 [ -x "$bin" ] || { echo "release: $bin is not an executable" >&2; exit 1; }
 
+# A static glibc carries its tunables' names ("glibc.malloc..."); musl has no such text.
+if grep -aq 'glibc\.malloc' "$bin"; then
+    target=x86_64-unknown-linux-gnu
+else
+    target=x86_64-unknown-linux-musl
+fi
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1)
 name=vloer-run-$version-$target
 stage=$(mktemp -d "${TMPDIR:-/tmp}/vloer-release.XXXXXX")

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the static vloer-run the README documents and proves it: ldd finds no shared library,
-# its size is reported next to tini-static's, and it works as PID 1 in an otherwise empty root
-# (itself, a static helper and an empty /proc), stopping a tree that ignores SIGTERM.
+# its size is reported next to tini-static's (and held to the README's figure), and it works as
+# PID 1 in an otherwise empty root (itself, a static helper and an empty /proc), stopping a tree
+# that ignores SIGTERM.
 #
-#   scripts/static-check.sh           build (glibc, +crt-static, no extra toolchain), then check
-#   scripts/static-check.sh BINARY    check an existing binary
+#   scripts/static-check.sh                   build (musl, scripts/static-build.sh), then check
+#   scripts/static-check.sh --glibc           the same for the glibc static build
+#   scripts/static-check.sh [--glibc] BINARY  check an existing binary of that kind
 #
 # The PID 1 part needs root or unprivileged user namespaces; without either it is skipped with
 # the reason (exit 0). Any failed check exits 1. .ci/run runs this script.
@@ -14,13 +16,17 @@ cd "$(dirname "$0")/.."
 fail() { echo "static-check: FAIL: $*" >&2; exit 1; }
 say() { echo "static-check: $*"; }
 
-target=x86_64-unknown-linux-gnu
+kind=musl
+build_flag=()
+if [ "${1:-}" = --glibc ]; then
+    kind=glibc
+    build_flag=(--glibc)
+    shift
+fi
 if [ $# -ge 1 ]; then
     bin=$1
 else
-    # --target keeps build scripts and proc macros dynamic; only the shipped binary is static.
-    RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --target "$target"
-    bin=target/$target/release/vloer-run
+    bin=$(scripts/static-build.sh "${build_flag[@]}")
 fi
 [ -x "$bin" ] || fail "$bin is not an executable"
 
@@ -49,13 +55,13 @@ if [ "$size" -gt $((2 * tini_size)) ]; then
     say "WARNING: more than twice tini-static's size (the goal is at most 2x)"
 fi
 # The README's size table must be a figure of this build (within 5%: compilers drift), not a stale one.
-readme_size=$(sed -n 's/^| vloer-run [^|]*static glibc[^|]*| \([0-9,]*\) |.*/\1/p' README.md | tr -d , | head -n 1)
-[ -n "$readme_size" ] || fail "README.md has no size row for the static binary"
+readme_size=$(sed -n "s/^| vloer-run [^|]*static $kind[^|]*| \\([0-9,]*\\) |.*/\\1/p" README.md | tr -d , | head -n 1)
+[ -n "$readme_size" ] || fail "README.md has no size row for the static $kind binary"
 drift=$(awk -v a="$size" -v b="$readme_size" 'BEGIN { d = (a - b) / b; if (d < 0) d = -d; printf "%d", d * 100 }')
 if [ "$drift" -gt 5 ]; then
-    fail "README.md says the static binary is $readme_size bytes; this build is $size ($drift% off): update the size table from this run"
+    fail "README.md says the static $kind binary is $readme_size bytes; this build is $size ($drift% off): update the size table from this run"
 fi
-say "README's size figure: $readme_size bytes, within $drift% of this build"
+say "README's size figure for static $kind: $readme_size bytes, within $drift% of this build"
 
 # 3. PID 1 in an otherwise empty root.
 unshare_user=()

@@ -34,12 +34,11 @@ pub const OPTION_ENV: &[&str] = &[
 
 /// The run of `argv` when it is `vloer-run -- COMMAND...` and no option variable is set; None
 /// for any other command line.
-pub fn parse(argv: impl IntoIterator<Item = OsString>) -> Option<Cli> {
-    let mut args = argv.into_iter().skip(1);
-    if args.next()? != "--" {
-        return None;
-    }
-    let command: Vec<OsString> = args.collect();
+pub fn parse(argv: &[OsString]) -> Option<Cli> {
+    let command = match argv {
+        [_, dashes, command @ ..] if dashes == "--" => command.to_vec(),
+        _ => return None,
+    };
     if command.is_empty() || OPTION_ENV.iter().any(|k| std::env::var_os(k).is_some()) {
         return None;
     }
@@ -98,7 +97,7 @@ mod tests {
             &["vloer-run", "--", "--help"],
             &["vloer-run", "--", "stop", "--control", "x"],
         ] {
-            let plain = parse(argv(words)).expect("read without clap");
+            let plain = parse(&argv(words)).expect("read without clap");
             let clap = Cli::try_parse_from(argv(words)).expect("read by clap");
             assert_eq!(format!("{plain:?}"), format!("{clap:?}"), "{words:?}");
         }
@@ -113,7 +112,7 @@ mod tests {
             &["vloer-run", "-v", "--", "true"],
             &["vloer-run", "status", "--control", "x"],
         ] {
-            assert!(parse(argv(words)).is_none(), "{words:?}");
+            assert!(parse(&argv(words)).is_none(), "{words:?}");
         }
     }
 

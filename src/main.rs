@@ -38,21 +38,24 @@ pub const VERSION: &str = env!("VLOER_VERSION");
 /// syscalls before the child starts: it finds the main thread's stack guard by reading and
 /// sscanf-parsing /proc/self/maps, and puts SIGSEGV/SIGBUS handlers on an alternate signal stack,
 /// only to print a message on a stack overflow (which now ends vloer-run with a plain SIGSEGV).
-/// What vloer-run needs of it is `sys::prepare_process`. Arguments and environment reach std as
-/// before, through glibc's .init_array call.
+/// What vloer-run needs of it is `sys::prepare_process`, and the arguments, read here (std reads
+/// them from glibc's .init_array call, which musl does not make). The environment reaches std
+/// through libc's `environ` either way.
 #[cfg(not(test))]
 // `no_mangle` alone: this is the C `main` glibc calls; no unsafe code runs here.
 #[allow(unsafe_code)]
 #[no_mangle]
-extern "C" fn main(_argc: libc::c_int, _argv: *const *const libc::c_char) -> libc::c_int {
+extern "C" fn main(argc: libc::c_int, argv: *const *const libc::c_char) -> libc::c_int {
     sys::prepare_process();
-    libc::c_int::from(vloer_main())
+    // SAFETY: argc and argv are what the C runtime called `main` with.
+    let args = unsafe { sys::args_from_main(argc, argv) };
+    libc::c_int::from(vloer_main(args))
 }
 
 /// Everything vloer-run does; the value is its exit status.
 #[cfg_attr(test, allow(dead_code))]
-fn vloer_main() -> u8 {
-    let parsed = cli_plain::parse(std::env::args_os()).map_or_else(cli::Cli::try_parse, Ok);
+fn vloer_main(args: Vec<std::ffi::OsString>) -> u8 {
+    let parsed = cli_plain::parse(&args).map_or_else(|| cli::Cli::try_parse_from(&args), Ok);
     let cli = match parsed {
         Ok(c) => c,
         Err(e) if e.exit_code() == 0 => {

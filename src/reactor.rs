@@ -9,9 +9,6 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::rc::Rc;
 use std::time::Instant;
 
-/// At most this many ready descriptors per wake; the rest stay ready for the next one.
-const BATCH: usize = 256;
-
 /// What a ready descriptor stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Key {
@@ -144,7 +141,7 @@ impl Reactor {
             }
         };
         let mut ready = Vec::new();
-        sys::epoll_wait(self.epfd.as_fd(), &mut ready, BATCH, timeout)?;
+        sys::epoll_wait(self.epfd.as_fd(), &mut ready, timeout)?;
         Ok(ready
             .into_iter()
             .filter_map(|(code, ev)| {

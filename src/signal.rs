@@ -56,9 +56,16 @@ impl Sig {
     pub const PIPE: Sig = Sig(libc::SIGPIPE);
     pub const WINCH: Sig = Sig(libc::SIGWINCH);
 
+    /// The kernel's first real-time signal as glibc, `kill -l`, docker and podman number it
+    /// (`RTMIN+3` is systemd's 37). musl keeps 32 to 34 for itself and calls 35 SIGRTMIN, so
+    /// libc's own answer would change what a name means with the libc vloer-run is built on.
+    pub const RT_MIN: i32 = 34;
+    /// The kernel's last signal (`_NSIG - 1` on every Linux target vloer-run builds for).
+    pub const RT_MAX: i32 = 64;
+
     /// The highest signal number this system knows (SIGRTMAX).
     pub fn max() -> i32 {
-        libc::SIGRTMAX()
+        Sig::RT_MAX
     }
 
     /// A signal from a raw number, if it names a real signal (1..=SIGRTMAX).
@@ -107,20 +114,18 @@ impl Sig {
             }
             let off: i32 = rest.parse().ok()?;
             let n = base + sign * off;
-            (libc::SIGRTMIN()..=libc::SIGRTMAX())
-                .contains(&n)
-                .then_some(Sig(n))
+            (Sig::RT_MIN..=Sig::RT_MAX).contains(&n).then_some(Sig(n))
         };
         let parsed = if let Some(rest) = bare.strip_prefix("RTMIN") {
             match rest.strip_prefix('+') {
-                Some(r) => rt(libc::SIGRTMIN(), r, 1),
-                None if rest.is_empty() => rt(libc::SIGRTMIN(), "", 1),
+                Some(r) => rt(Sig::RT_MIN, r, 1),
+                None if rest.is_empty() => rt(Sig::RT_MIN, "", 1),
                 None => None,
             }
         } else if let Some(rest) = bare.strip_prefix("RTMAX") {
             match rest.strip_prefix('-') {
-                Some(r) => rt(libc::SIGRTMAX(), r, -1),
-                None if rest.is_empty() => rt(libc::SIGRTMAX(), "", -1),
+                Some(r) => rt(Sig::RT_MAX, r, -1),
+                None if rest.is_empty() => rt(Sig::RT_MAX, "", -1),
                 None => None,
             }
         } else {
@@ -140,7 +145,7 @@ impl Sig {
         {
             return format!("SIG{name}");
         }
-        let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+        let (min, max) = (Sig::RT_MIN, Sig::RT_MAX);
         if (min..=max).contains(&self.0) {
             if self.0 - min <= max - self.0 {
                 return if self.0 == min {
@@ -205,15 +210,13 @@ mod tests {
         for t in ["TERM", "SIGTERM", "sigterm", "Term", "15", " 15 "] {
             assert_eq!(Sig::parse(t, false), Ok(Sig::TERM), "{t}");
         }
-        assert_eq!(Sig::parse("RTMIN", false).unwrap().raw(), libc::SIGRTMIN());
-        assert_eq!(
-            Sig::parse("sigrtmin+2", false).unwrap().raw(),
-            libc::SIGRTMIN() + 2
-        );
-        assert_eq!(
-            Sig::parse("RTMAX-1", false).unwrap().raw(),
-            libc::SIGRTMAX() - 1
-        );
+        // The numbers docker, podman and `kill -l` use, whichever libc vloer-run is built on.
+        assert_eq!(Sig::parse("RTMIN", false).unwrap().raw(), 34);
+        assert_eq!(Sig::parse("SIGRTMIN+3", false).unwrap().raw(), 37);
+        assert_eq!(Sig::parse("sigrtmin+2", false).unwrap().raw(), 36);
+        assert_eq!(Sig::parse("RTMAX-1", false).unwrap().raw(), 63);
+        assert_eq!(Sig(37).name(), "SIGRTMIN+3");
+        assert_eq!(Sig(33).name(), "33");
         assert_eq!(Sig::parse("0", true), Ok(Sig::NONE));
         assert!(Sig::parse("0", false).is_err());
         assert!(Sig::parse("65", false).is_err());
@@ -290,7 +293,7 @@ mod tests {
 
             #[test]
             fn realtime_offsets(k in 0i32..64, from_max in any::<bool>()) {
-                let (min, max) = (libc::SIGRTMIN(), libc::SIGRTMAX());
+                let (min, max) = (Sig::RT_MIN, Sig::RT_MAX);
                 let (text, n) = if from_max { (format!("RTMAX-{k}"), max - k) } else { (format!("sigrtmin+{k}"), min + k) };
                 let got = Sig::parse(&text, false);
                 if (min..=max).contains(&n) {

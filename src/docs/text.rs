@@ -125,7 +125,7 @@ When the child was killed by signal N and the stop was confirmed, vloer-run writ
 
 pub(super) const FORMATS: &str = r#"
 # DURATIONS AND SIGNALS
-A DURATION is 500ms, 5s, 1m30s, or a plain number of seconds (2.5). A SIG is a name with or without SIG, in any case (TERM, SIGTERM, sigterm), RTMIN+N or RTMAX-N, or a number.
+A DURATION is 500ms, 5s, 1m30s, or a plain number of seconds (2.5). A SIG is a name with or without SIG, in any case (TERM, SIGTERM, sigterm), RTMIN+N or RTMAX-N (numbered as glibc, kill -l, docker and podman number them: RTMIN is 34, RTMIN+3 is 37, RTMAX is 64, whichever libc vloer-run was built with), or a number.
 "#;
 
 pub(super) const LIMITS: &str = r#"

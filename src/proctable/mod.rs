@@ -163,17 +163,26 @@ pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
         .ok_or_else(|| ProcError(format!("parsing {path}: unexpected format")))
 }
 
-/// The command line of a process, arguments joined by spaces; empty for kernel threads and zombies.
-pub fn cmdline(pid: Pid) -> String {
-    crate::slowread::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            b.split(|c| *c == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
+/// The command line of each process, arguments joined by spaces; empty for kernel threads, zombies
+/// and a process whose memory could not be read in time.
+pub fn cmdlines(pids: &[Pid]) -> Vec<String> {
+    let paths = pids
+        .iter()
+        .map(|pid| format!("/proc/{pid}/cmdline"))
+        .collect();
+    crate::slowread::read_all(paths)
+        .into_iter()
+        .map(|read| {
+            read.map(|b| {
+                b.split(|c| *c == 0)
+                    .filter(|a| !a.is_empty())
+                    .map(|a| String::from_utf8_lossy(a).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .unwrap_or_default()
         })
-        .unwrap_or_default()
+        .collect()
 }
 
 /// Proves that `/proc` is a procfs for our own pid namespace; anything else cannot be trusted.

@@ -138,19 +138,25 @@ impl Supervisor {
     }
 
     pub(super) fn status_json(&self) -> serde_json::Value {
-        let processes: Vec<serde_json::Value> = match crate::proctable::scan(self.scope(), &Default::default()) {
-            Ok(procs) => procs
-                .into_iter()
-                .filter(crate::proctable::Proc::is_live)
-                .map(|p| {
-                    serde_json::json!({
-                        "pid": p.pid.as_raw(), "ppid": p.ppid.as_raw(), "pgid": p.pgid.as_raw(),
-                        "state": p.state, "comm": p.comm, "cmdline": crate::proctable::cmdline(p.pid),
-                    })
+        let live: Vec<crate::proctable::Proc> =
+            match crate::proctable::scan(self.scope(), &Default::default()) {
+                Ok(procs) => procs
+                    .into_iter()
+                    .filter(crate::proctable::Proc::is_live)
+                    .collect(),
+                Err(e) => return serde_json::json!({ "error": e.0, "code": "proc_unreadable" }),
+            };
+        let pids: Vec<Pid> = live.iter().map(|p| p.pid).collect();
+        let processes: Vec<serde_json::Value> = live
+            .into_iter()
+            .zip(crate::proctable::cmdlines(&pids))
+            .map(|(p, cmdline)| {
+                serde_json::json!({
+                    "pid": p.pid.as_raw(), "ppid": p.ppid.as_raw(), "pgid": p.pgid.as_raw(),
+                    "state": p.state, "comm": p.comm, "cmdline": cmdline,
                 })
-                .collect(),
-            Err(e) => return serde_json::json!({ "error": e.0, "code": "proc_unreadable" }),
-        };
+            })
+            .collect();
         let execs: Vec<serde_json::Value> = self
             .execs
             .running

@@ -50,22 +50,25 @@ pub fn epoll_remove(epfd: BorrowedFd<'_>, fd: RawFd) {
     };
 }
 
+/// The most events one wait returns; the rest wait for the next turn (level-triggered).
+pub const EPOLL_BATCH: usize = 256;
+
 /// Sleeps until a descriptor in the set is ready or `timeout_ms` passes (-1: no limit); fills
 /// `ready` with (key, events). An interrupted wait returns nothing.
 pub fn epoll_wait(
     epfd: BorrowedFd<'_>,
     ready: &mut Vec<(u64, u32)>,
-    max: usize,
     timeout_ms: i32,
 ) -> io::Result<()> {
-    let mut events: Vec<libc::epoll_event> = Vec::with_capacity(max);
-    // SAFETY: the kernel writes at most `max` events into the spare capacity, which holds `max`;
-    // `set_len` then covers exactly the ones it wrote.
+    // On the stack: a heap buffer would be allocated and freed on every wake-up, and musl's
+    // allocator hands a 3 KiB one back to the kernel each time (an mmap and a munmap per wait).
+    let mut events = [libc::epoll_event { events: 0, u64: 0 }; EPOLL_BATCH];
+    // SAFETY: the kernel writes at most EPOLL_BATCH events into the array, which holds that many.
     let n = unsafe {
         libc::epoll_wait(
             epfd.as_raw_fd(),
             events.as_mut_ptr(),
-            max as libc::c_int,
+            EPOLL_BATCH as libc::c_int,
             timeout_ms,
         )
     };
@@ -77,8 +80,7 @@ pub fn epoll_wait(
             Err(err)
         };
     }
-    // SAFETY: see above; 0 <= n <= max.
-    unsafe { events.set_len(n as usize) };
-    ready.extend(events.iter().map(|e| (e.u64, e.events)));
+    let n = n as usize;
+    ready.extend(events[..n].iter().map(|e| (e.u64, e.events)));
     Ok(())
 }

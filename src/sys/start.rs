@@ -115,10 +115,27 @@ pub fn raise_nofile_limit() {
         rlim_cur: lim.rlim_max,
         rlim_max: lim.rlim_max,
     };
-    // SAFETY: setrlimit reads one valid rlimit.
-    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
+    if set_nofile_limit(&raised) == 0 {
         START_NOFILE_SOFT.store(lim.rlim_cur as u64, Ordering::SeqCst);
     }
+}
+
+/// Sets vloer-run's RLIMIT_NOFILE with the kernel's call (0, or -1 with errno). musl's `setrlimit`
+/// runs itself in every thread of the process (`__synccall`), which must not happen in the child
+/// of `spawn_vfork`, where that thread list is vloer-run's; the syscall is async-signal-safe.
+pub(super) fn set_nofile_limit(lim: &libc::rlimit) -> libc::c_int {
+    // SAFETY: prlimit64 on ourselves (pid 0) reads one valid rlimit (the kernel's rlimit64 has
+    // the same two 64-bit fields) and writes nothing (null old limit).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_prlimit64,
+            0,
+            libc::RLIMIT_NOFILE,
+            lim as *const libc::rlimit,
+            std::ptr::null_mut::<libc::rlimit>(),
+        )
+    };
+    rc as libc::c_int
 }
 
 /// Fills fds 0-2 that were closed at start with /dev/null, so that no descriptor vloer-run opens
@@ -150,6 +167,28 @@ pub fn closed_at_start(fd: RawFd) -> bool {
         .ok()
         .and_then(|i| START_FD_CLOSED.get(i))
         .is_some_and(|c| c.load(Ordering::SeqCst))
+}
+
+/// The command line `main` was given, as owned strings. std's own `args_os` is empty where std's
+/// runtime set-up is skipped on musl (only glibc hands argv to .init_array functions).
+///
+/// # Safety
+/// `argc` and `argv` must be exactly what the C runtime passed to `main`.
+#[cfg_attr(test, allow(dead_code))]
+pub unsafe fn args_from_main(
+    argc: libc::c_int,
+    argv: *const *const libc::c_char,
+) -> Vec<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStrExt;
+    let n = usize::try_from(argc).unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            // SAFETY: the C runtime gives `main` argc valid pointers to NUL-terminated strings
+            // that live as long as the process, which the caller vouches for.
+            let arg = unsafe { std::ffi::CStr::from_ptr(*argv.add(i)) };
+            std::ffi::OsStr::from_bytes(arg.to_bytes()).to_os_string()
+        })
+        .collect()
 }
 
 /// What vloer-run needs of std's runtime set-up, which it skips (see `main` in main.rs): SIGPIPE

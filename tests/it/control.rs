@@ -224,6 +224,53 @@ fn stop_client_cannot_reach_a_missing_instance() {
 }
 
 #[test]
+fn status_gives_each_process_its_own_command_line() {
+    // Every process's cmdline is read in one batch by the reader thread: each must land on its
+    // own pid. Four sleepers with four different arguments, the child last.
+    let dir = harness::tempdir();
+    let ready = dir.path().join("ready");
+    let script = format!(
+        "sleep 1001 & sleep 1002 & sleep 1003 & echo $$ > {}; exec sleep 1000",
+        path_str(&ready)
+    );
+    let inst = Instance::start(&["--", "sh", "-c", &script]);
+    let child: i32 = harness::wait_for_line(&ready).parse().unwrap();
+    let mut st = serde_json::Value::Null;
+    harness::wait_until("four sleepers in the status", || {
+        st = inst.status();
+        let procs = st["processes"].as_array().unwrap();
+        procs.len() == 4 && procs.iter().all(|p| p["comm"] == "sleep")
+    });
+    let procs = st["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 4, "{st}");
+    let mut seen = Vec::new();
+    for p in procs {
+        let pid = p["pid"].as_i64().unwrap();
+        let own = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+        let own: Vec<String> = own
+            .split(|c| *c == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        assert_eq!(p["cmdline"], own.join(" "), "{st}");
+        seen.push(p["cmdline"].as_str().unwrap().to_string());
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        ["sleep 1000", "sleep 1001", "sleep 1002", "sleep 1003"],
+        "{st}"
+    );
+    assert!(
+        procs
+            .iter()
+            .any(|p| p["pid"] == child && p["cmdline"] == "sleep 1000"),
+        "{st}"
+    );
+    let _ = inst.stop();
+}
+
+#[test]
 fn status_lists_the_child_and_running_execs() {
     let inst = Instance::start(&[]);
     let dir = harness::tempdir();

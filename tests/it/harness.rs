@@ -19,10 +19,18 @@ pub const AS_NOBODY: [&str; 6] = [
     "--clear-groups",
 ];
 
-/// The binary under test.
+/// The binary under test: the one cargo built for these tests, or `VLOER_TEST_BIN`, so that the
+/// same tests can run against the static binary a user deploys (.ci/run does).
 pub fn bin() -> &'static str {
+    static BIN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     reset_inherited_ignores();
-    env!("CARGO_BIN_EXE_vloer-run")
+    BIN.get_or_init(|| match std::env::var("VLOER_TEST_BIN") {
+        Ok(path) if !path.is_empty() => std::fs::canonicalize(&path)
+            .unwrap_or_else(|e| panic!("VLOER_TEST_BIN={path}: {e}"))
+            .to_string_lossy()
+            .into_owned(),
+        _ => env!("CARGO_BIN_EXE_vloer-run").to_string(),
+    })
 }
 
 /// A test run started with `nohup`, or as a background job of a script, inherits SIGHUP, SIGINT
