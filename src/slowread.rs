@@ -86,24 +86,23 @@ pub fn read_all(paths: Vec<String>) -> Vec<io::Result<Vec<u8>>> {
 
 fn start_reader() -> io::Result<mpsc::Sender<Job>> {
     let (tx, rx) = mpsc::channel::<Job>();
-    // Signals stay blocked in this thread too (it inherits the mask), so they all reach the
-    // signalfd of the main loop.
-    std::thread::Builder::new()
+    // Signals stay blocked in this thread too, so they all reach the signalfd of the main loop.
+    let builder = std::thread::Builder::new()
         .name("proc-reader".into())
-        .stack_size(64 * 1024)
-        .spawn(move || {
-            for (paths, reply) in rx {
-                for path in paths {
-                    let result = crate::proctable::read_proc_file(&path);
-                    // Only a caller that gave up waiting drops its end, and it counted us stuck:
-                    // we are free again, but a new reader has taken our place, so end.
-                    if reply.send(result).is_err() {
-                        STUCK.fetch_sub(1, Ordering::Relaxed);
-                        return;
-                    }
+        .stack_size(64 * 1024);
+    crate::sys::spawn_thread(builder, move || {
+        for (paths, reply) in rx {
+            for path in paths {
+                let result = crate::proctable::read_proc_file(&path);
+                // Only a caller that gave up waiting drops its end, and it counted us stuck:
+                // we are free again, but a new reader has taken our place, so end.
+                if reply.send(result).is_err() {
+                    STUCK.fetch_sub(1, Ordering::Relaxed);
+                    return;
                 }
             }
-        })?;
+        }
+    })?;
     Ok(tx)
 }
 

@@ -5,6 +5,7 @@
 
 mod epoll;
 mod kill;
+mod libc_signals;
 mod reap;
 mod settings;
 mod signalfd;
@@ -14,6 +15,7 @@ mod write;
 
 pub use epoll::*;
 pub use kill::*;
+pub use libc_signals::*;
 pub use reap::*;
 pub use settings::*;
 pub use signalfd::*;

@@ -3,9 +3,12 @@
 use super::*;
 
 /// Blocks every signal vloer-run handles and returns a signalfd that reports them: 1 to 64 but
-/// SIGKILL and SIGSTOP. glibc's sigfillset and sigprocmask leave out 32 and 33 (its own), and a
-/// `kill -33` would then end vloer-run with the tree orphaned, so the set is built and blocked
-/// here with the kernel's calls. SIGPIPE is in it too: a sent one is forwarded, and the one the
+/// SIGKILL and SIGSTOP. glibc's sigfillset and sigaddset leave out 32 and 33 (its own), musl's 32
+/// to 34, and a `kill -34` would then end vloer-run with the tree orphaned, so the set is built and
+/// blocked here with the kernel's calls. The threads vloer-run starts inherit the mask, so
+/// nothing may use musl's `__synccall`, which waits for every thread to take signal 34: its
+/// setuid family does (vloer-run never calls it); its setrlimit only on kernels without
+/// prlimit64 (before 2.6.36). SIGPIPE is in it too: a sent one is forwarded, and the one the
 /// kernel raises for our own write to a closed pipe is told apart by its sender (`SigInfo`).
 pub fn signalfd_for_all() -> io::Result<OwnedFd> {
     // An inherited SIG_IGN for SIGCHLD would make the kernel reap children behind our back.
@@ -13,7 +16,13 @@ pub fn signalfd_for_all() -> io::Result<OwnedFd> {
     unsafe {
         libc::signal(libc::SIGCHLD, libc::SIG_DFL);
     }
-    block_into_signalfd(!(kernel_bit(Sig::KILL) | kernel_bit(Sig::STOP)))
+    ignore_libc_signals();
+    block_into_signalfd(signalfd_mask())
+}
+
+/// Every signal the signalfd reports: all but SIGKILL and SIGSTOP.
+pub(super) fn signalfd_mask() -> KernelSigset {
+    !(kernel_bit(Sig::KILL) | kernel_bit(Sig::STOP))
 }
 
 /// The kernel's own signal set: one bit per signal, 1 to 64.

@@ -28,7 +28,7 @@ pub fn install_child_setup(cmd: &mut std::process::Command, setup: ChildSetup) {
 /// Runs in the forked child before exec: only async-signal-safe calls, no allocation.
 pub(super) fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
     // SAFETY: every call below is async-signal-safe (setsid, ioctl, sigprocmask, tcsetpgrp, signal,
-    // close, getrlimit, prlimit64, prctl, getppid, getpid) and uses only stack data and the
+    // close, getrlimit, setrlimit, prctl, getppid, getpid, rt_sigaction) and uses only stack data and the
     // copied `setup`.
     unsafe {
         if setup.new_session && libc::setsid() < 0 {
@@ -62,7 +62,7 @@ pub(super) fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
                     rlim_cur: soft as libc::rlim_t,
                     rlim_max: lim.assume_init().rlim_max,
                 };
-                set_nofile_limit(&lim);
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
             }
         }
         if let Some(sig) = setup.parent_death_signal {
@@ -72,6 +72,7 @@ pub(super) fn child_pre_exec(setup: &ChildSetup) -> io::Result<()> {
                 libc::kill(libc::getpid(), sig.raw());
             }
         }
+        restore_libc_signals_in_child();
         // std emptied the mask before this hook runs; the child gets the one we started with.
         let mask = start_mask();
         if libc::sigprocmask(libc::SIG_SETMASK, &mask, std::ptr::null_mut()) != 0 {

@@ -115,27 +115,10 @@ pub fn raise_nofile_limit() {
         rlim_cur: lim.rlim_max,
         rlim_max: lim.rlim_max,
     };
-    if set_nofile_limit(&raised) == 0 {
+    // SAFETY: setrlimit reads one valid rlimit.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } == 0 {
         START_NOFILE_SOFT.store(lim.rlim_cur as u64, Ordering::SeqCst);
     }
-}
-
-/// Sets vloer-run's RLIMIT_NOFILE with the kernel's call (0, or -1 with errno). musl's `setrlimit`
-/// runs itself in every thread of the process (`__synccall`), which must not happen in the child
-/// of `spawn_vfork`, where that thread list is vloer-run's; the syscall is async-signal-safe.
-pub(super) fn set_nofile_limit(lim: &libc::rlimit) -> libc::c_int {
-    // SAFETY: prlimit64 on ourselves (pid 0) reads one valid rlimit (the kernel's rlimit64 has
-    // the same two 64-bit fields) and writes nothing (null old limit).
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_prlimit64,
-            0,
-            libc::RLIMIT_NOFILE,
-            lim as *const libc::rlimit,
-            std::ptr::null_mut::<libc::rlimit>(),
-        )
-    };
-    rc as libc::c_int
 }
 
 /// Fills fds 0-2 that were closed at start with /dev/null, so that no descriptor vloer-run opens

@@ -271,6 +271,18 @@ fn status_gives_each_process_its_own_command_line() {
 }
 
 #[test]
+fn a_run_that_answered_a_status_still_ends_by_its_child_s_signal() {
+    // The status started the /proc reader thread, which inherits vloer-run's mask (every signal
+    // blocked): ending by the child's signal must not wait on it.
+    let inst = Instance::start(&[]);
+    let child = inst.status()["child"]["pid"].as_i64().unwrap() as i32;
+    // SAFETY: kill with plain integers, to the child vloer-run has not reaped.
+    unsafe { libc::kill(child, libc::SIGTERM) };
+    let f = inst.run.finish();
+    assert_eq!(f.signal(), Some(libc::SIGTERM), "{f}");
+}
+
+#[test]
 fn status_lists_the_child_and_running_execs() {
     let inst = Instance::start(&[]);
     let dir = harness::tempdir();

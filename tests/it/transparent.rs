@@ -432,3 +432,30 @@ fn ctrl_c_ends_a_scripts_loop_around_an_exec_without_a_terminal() {
     let f = inst.finish_after(libc::SIGTERM);
     assert_eq!(f.verdict()["stopped"], true, "{f}");
 }
+
+/// Signals 32 to 34 (glibc's and musl's own) as ignored or not in `/proc/PID/status` text.
+fn libc_signals_ignored(status: &str) -> u64 {
+    let line = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigIgn:"))
+        .expect("a SigIgn line");
+    u64::from_str_radix(line.trim(), 16).expect("hex") & (0b111 << 31)
+}
+
+#[test]
+fn the_child_gets_signals_32_to_34_as_vloer_run_got_them() {
+    // The musl build ignores them itself while it runs; the child must not inherit that. (A
+    // program started by glibc's posix_spawn, as this one is, gets 32 and 33 ignored.)
+    let direct = std::process::Command::new("cat")
+        .arg("/proc/self/status")
+        .output()
+        .expect("cat");
+    let direct = libc_signals_ignored(&String::from_utf8_lossy(&direct.stdout));
+    let via = Run::new(["--verdict", "off", "--", "cat", "/proc/self/status"]).finish();
+    assert_eq!(via.code(), Some(0), "{via}");
+    assert_eq!(
+        libc_signals_ignored(&via.stdout),
+        direct,
+        "the child's SigIgn for 32-34 differs from a direct child's: {via}"
+    );
+}

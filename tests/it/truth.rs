@@ -146,6 +146,32 @@ fn signals_32_to_34_are_forwarded_and_never_end_vloer_run() {
 }
 
 #[test]
+fn signals_32_to_34_are_still_forwarded_once_a_status_started_the_reader_thread() {
+    // musl's first thread creation unblocks 33 and 34 in vloer-run, where the default action of
+    // either would end it with the tree orphaned.
+    let dir = harness::tempdir();
+    let sock = dir.path().join("ctl");
+    let sock_s = harness::path_str(&sock);
+    let (run, out) = recorder(dir.path(), &["--control", &sock_s]);
+    harness::wait_for_socket(&sock);
+    let status = Command::new(harness::bin())
+        .args(["status", "--control", &sock_s])
+        .output()
+        .expect("vloer-run status");
+    assert!(status.status.success(), "{status:?}");
+    for sig in [32, 33, 34] {
+        // SAFETY: kill with plain integers, to our own unreaped child.
+        unsafe { libc::kill(run.pid(), sig) };
+        harness::wait_until(&format!("signal {sig} to reach the child"), || {
+            recorded(&out).contains(&sig)
+        });
+    }
+    let f = run.finish_after(libc::SIGTERM);
+    assert_eq!(f.code(), Some(0), "{f}");
+    assert_eq!(f.verdict()["reason"], "signal", "{f}");
+}
+
+#[test]
 fn a_sent_sigpipe_is_forwarded_and_vloer_run_s_own_is_not() {
     let dir = harness::tempdir();
     let out = dir.path().join("out");

@@ -1,0 +1,97 @@
+//! The signals a libc keeps for itself, and the one thread vloer-run starts.
+//!
+//! musl numbers 32 to 34 as its own (cancellation, timers, `__synccall`), and its first
+//! `pthread_create` unblocks 33 and 34 in the calling thread, where the new thread inherits
+//! them. Unblocked, they bypass the signalfd and end the process by their default action: one
+//! `kill -34` after a `status` (which starts the /proc reader thread) would end vloer-run without
+//! a verdict. So under musl they are ignored from the start, which makes any moment they are
+//! unblocked harmless, and every thread blocks them again (a blocked signal is never discarded
+//! as ignored: it still reaches the signalfd). glibc blocks nothing behind our back.
+
+use super::*;
+
+/// The signals musl keeps for itself.
+#[cfg(target_env = "musl")]
+const OWN: [i32; 3] = [32, 33, 34];
+#[cfg(not(target_env = "musl"))]
+const OWN: [i32; 0] = [];
+
+/// The kernel's struct sigaction on x86_64 (handler, flags, restorer, mask), with `handler`.
+fn kernel_action(handler: u64) -> [u64; 4] {
+    [handler, 0, 0, 0]
+}
+
+/// Sets `sig`'s action through the kernel (libc refuses its own signals); returns the old handler.
+fn set_action(sig: i32, handler: u64) -> Option<u64> {
+    let new = kernel_action(handler);
+    let mut old = [0u64; 4];
+    // SAFETY: rt_sigaction reads one action and writes one, both 32 bytes of valid memory (the
+    // kernel's size on x86_64, with an 8-byte mask); neither installs a handler of ours.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigaction,
+            sig,
+            new.as_ptr(),
+            old.as_mut_ptr(),
+            std::mem::size_of::<KernelSigset>(),
+        )
+    };
+    (rc == 0).then_some(old[0])
+}
+
+const SIG_IGN: u64 = 1;
+
+/// Which of them were ignored when vloer-run started (bit n-1 for signal n): glibc's
+/// posix_spawn leaves its own 32 and 33 ignored in every program it starts. They are forwarded
+/// all the same, as before (libc's sigaction cannot even read them); this is only so that the
+/// child gets them as vloer-run did.
+static IGNORED_AT_START: AtomicU64 = AtomicU64::new(0);
+
+/// Ignores the libc's own signals; they stay blocked, and so still reach the signalfd.
+pub(super) fn ignore_libc_signals() {
+    for sig in OWN {
+        if set_action(sig, SIG_IGN) == Some(SIG_IGN) {
+            IGNORED_AT_START.fetch_or(1 << (sig - 1), Ordering::Relaxed);
+        }
+    }
+}
+
+/// In the child before exec: the libc's own signals as vloer-run got them. Async-signal-safe:
+/// raw syscalls and an atomic load only.
+pub(super) fn restore_libc_signals_in_child() {
+    let ignored = IGNORED_AT_START.load(Ordering::Relaxed);
+    for sig in OWN {
+        if ignored & (1 << (sig - 1)) == 0 {
+            set_action(sig, 0);
+        }
+    }
+}
+
+/// Blocks, in the calling thread, every signal the signalfd reports.
+fn block_signalfd_set() {
+    let mask = signalfd_mask();
+    // SAFETY: rt_sigprocmask reads one 8-byte set and writes nothing.
+    unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            libc::SIG_BLOCK,
+            &mask as *const KernelSigset,
+            std::ptr::null_mut::<KernelSigset>(),
+            std::mem::size_of::<KernelSigset>(),
+        );
+    }
+}
+
+/// Starts a thread that, like vloer-run's main thread, blocks every signal the signalfd reports,
+/// and blocks them again in the caller (musl's first thread unblocks two of them there).
+pub fn spawn_thread(
+    builder: std::thread::Builder,
+    f: impl FnOnce() + Send + 'static,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    let handle = builder.spawn(move || {
+        block_signalfd_set();
+        f()
+    });
+    block_signalfd_set();
+    handle
+}
