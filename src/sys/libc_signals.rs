@@ -16,29 +16,6 @@ const OWN: [i32; 3] = [32, 33, 34];
 #[cfg(not(target_env = "musl"))]
 const OWN: [i32; 0] = [];
 
-/// The kernel's struct sigaction on x86_64 (handler, flags, restorer, mask), with `handler`.
-fn kernel_action(handler: u64) -> [u64; 4] {
-    [handler, 0, 0, 0]
-}
-
-/// Sets `sig`'s action through the kernel (libc refuses its own signals); returns the old handler.
-fn set_action(sig: i32, handler: u64) -> Option<u64> {
-    let new = kernel_action(handler);
-    let mut old = [0u64; 4];
-    // SAFETY: rt_sigaction reads one action and writes one, both 32 bytes of valid memory (the
-    // kernel's size on x86_64, with an 8-byte mask); neither installs a handler of ours.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigaction,
-            sig,
-            new.as_ptr(),
-            old.as_mut_ptr(),
-            std::mem::size_of::<KernelSigset>(),
-        )
-    };
-    (rc == 0).then_some(old[0])
-}
-
 const SIG_IGN: u64 = 1;
 
 /// Which of them were ignored when vloer-run started (bit n-1 for signal n): glibc's
@@ -50,7 +27,7 @@ static IGNORED_AT_START: AtomicU64 = AtomicU64::new(0);
 /// Ignores the libc's own signals; they stay blocked, and so still reach the signalfd.
 pub(super) fn ignore_libc_signals() {
     for sig in OWN {
-        if set_action(sig, SIG_IGN) == Some(SIG_IGN) {
+        if set_kernel_action(sig, SIG_IGN) == Some(SIG_IGN) {
             IGNORED_AT_START.fetch_or(1 << (sig - 1), Ordering::Relaxed);
         }
     }
@@ -62,23 +39,8 @@ pub(super) fn restore_libc_signals_in_child() {
     let ignored = IGNORED_AT_START.load(Ordering::Relaxed);
     for sig in OWN {
         if ignored & (1 << (sig - 1)) == 0 {
-            set_action(sig, 0);
+            set_kernel_action(sig, 0);
         }
-    }
-}
-
-/// Blocks, in the calling thread, every signal the signalfd reports.
-fn block_signalfd_set() {
-    let mask = signalfd_mask();
-    // SAFETY: rt_sigprocmask reads one 8-byte set and writes nothing.
-    unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK,
-            &mask as *const KernelSigset,
-            std::ptr::null_mut::<KernelSigset>(),
-            std::mem::size_of::<KernelSigset>(),
-        );
     }
 }
 
@@ -89,9 +51,9 @@ pub fn spawn_thread(
     f: impl FnOnce() + Send + 'static,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let handle = builder.spawn(move || {
-        block_signalfd_set();
+        let _ = change_mask(libc::SIG_BLOCK, signalfd_mask());
         f()
     });
-    block_signalfd_set();
+    let _ = change_mask(libc::SIG_BLOCK, signalfd_mask());
     handle
 }

@@ -37,20 +37,7 @@ pub(super) fn kernel_bit(sig: Sig) -> KernelSigset {
 /// them, through the raw syscalls, which take every signal number glibc's wrappers refuse.
 pub(super) fn block_into_signalfd(mask: KernelSigset) -> io::Result<OwnedFd> {
     let size = std::mem::size_of::<KernelSigset>();
-    // SAFETY: rt_sigprocmask reads one 8-byte set (the size passed) from valid memory and writes
-    // nothing (null old set); vloer-run has a single thread at this point.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_BLOCK,
-            &mask as *const KernelSigset,
-            std::ptr::null_mut::<KernelSigset>(),
-            size,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    change_mask(libc::SIG_BLOCK, mask)?;
     // SAFETY: signalfd4 reads one 8-byte set from valid memory; -1 asks for a new descriptor,
     // checked before it is owned.
     let fd = unsafe {
@@ -67,6 +54,27 @@ pub(super) fn block_into_signalfd(mask: KernelSigset) -> io::Result<OwnedFd> {
     }
     // SAFETY: `fd` is a fresh descriptor that nothing else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Blocks (`SIG_BLOCK`) or unblocks (`SIG_UNBLOCK`) `mask` in the calling thread, through the
+/// kernel's call, which takes every signal number glibc's and musl's wrappers refuse.
+pub(super) fn change_mask(how: libc::c_int, mask: KernelSigset) -> io::Result<()> {
+    // SAFETY: rt_sigprocmask reads one 8-byte set (the size passed) from valid memory and writes
+    // nothing (null old set).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_rt_sigprocmask,
+            how,
+            &mask as *const KernelSigset,
+            std::ptr::null_mut::<KernelSigset>(),
+            std::mem::size_of::<KernelSigset>(),
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// One signal read from the signalfd.
@@ -172,30 +180,35 @@ pub fn end_by_signal(sig: Sig) {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // The kernel's struct sigaction, zeroed: SIG_DFL, no flags, no restorer, an empty mask. It
-    // is 24 or 32 bytes depending on the architecture; four words cover both.
-    let default_action = [0u64; 4];
-    let bit = kernel_bit(sig);
-    // SAFETY: setrlimit reads one valid rlimit. rt_sigaction reads the zeroed action from valid
-    // memory of at least the kernel's size and writes nothing (null old action); the raw call
-    // also takes 32 and 33, whose glibc handlers must not run here. kill only queues `sig`,
-    // which is blocked (the signalfd set); unblocking it delivers it with its default action.
+    // The raw call also takes 32 and 33, whose glibc handlers must not run here.
+    set_kernel_action(sig.raw(), 0);
+    // SAFETY: setrlimit reads one valid rlimit. kill only queues `sig`, which is blocked (the
+    // signalfd set); unblocking it delivers it with its default action.
     unsafe {
         libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+        libc::kill(libc::getpid(), sig.raw());
+    }
+    let _ = change_mask(libc::SIG_UNBLOCK, kernel_bit(sig));
+}
+
+/// Sets signal `sig`'s handler (0: SIG_DFL, 1: SIG_IGN; never a function) through the kernel,
+/// which takes the numbers libc refuses, with no flags and an empty mask; returns the old one.
+pub(super) fn set_kernel_action(sig: i32, handler: u64) -> Option<u64> {
+    // The kernel's struct sigaction: handler, flags, restorer, mask. It is 24 or 32 bytes
+    // depending on the architecture; four words cover both.
+    let new = [handler, 0, 0, 0];
+    let mut old = [0u64; 4];
+    // SAFETY: rt_sigaction reads one action and writes one, each in four words of valid memory
+    // (at least the kernel's size), with the 8-byte mask size it expects; neither handler value
+    // is code, so nothing of ours runs asynchronously.
+    let rc = unsafe {
         libc::syscall(
             libc::SYS_rt_sigaction,
-            sig.raw(),
-            default_action.as_ptr(),
-            std::ptr::null_mut::<u64>(),
+            sig,
+            new.as_ptr(),
+            old.as_mut_ptr(),
             std::mem::size_of::<KernelSigset>(),
-        );
-        libc::kill(libc::getpid(), sig.raw());
-        libc::syscall(
-            libc::SYS_rt_sigprocmask,
-            libc::SIG_UNBLOCK,
-            &bit as *const KernelSigset,
-            std::ptr::null_mut::<KernelSigset>(),
-            std::mem::size_of::<KernelSigset>(),
-        );
-    }
+        )
+    };
+    (rc == 0).then_some(old[0])
 }

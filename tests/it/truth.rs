@@ -128,21 +128,27 @@ fn recorder(dir: &Path, flags: &[&str]) -> (harness::Running, std::path::PathBuf
     (run, out)
 }
 
-#[test]
-fn signals_32_to_34_are_forwarded_and_never_end_vloer_run() {
-    // glibc keeps 32 and 33 for itself, musl 32 to 34: neither libc's wrappers will block them.
-    let dir = harness::tempdir();
-    let (run, out) = recorder(dir.path(), &[]);
+/// Sends 32, 33 and 34 to vloer-run around a recorder: each must reach it, and the run must end
+/// only on the SIGTERM after them.
+fn forwards_32_to_34(run: harness::Running, out: &Path) {
     for sig in [32, 33, 34] {
         // SAFETY: kill with plain integers, to our own unreaped child.
         unsafe { libc::kill(run.pid(), sig) };
         harness::wait_until(&format!("signal {sig} to reach the child"), || {
-            recorded(&out).contains(&sig)
+            recorded(out).contains(&sig)
         });
     }
     let f = run.finish_after(libc::SIGTERM);
     assert_eq!(f.code(), Some(0), "{f}");
     assert_eq!(f.verdict()["reason"], "signal", "{f}");
+}
+
+#[test]
+fn signals_32_to_34_are_forwarded_and_never_end_vloer_run() {
+    // glibc keeps 32 and 33 for itself, musl 32 to 34: neither libc's wrappers will block them.
+    let dir = harness::tempdir();
+    let (run, out) = recorder(dir.path(), &[]);
+    forwards_32_to_34(run, &out);
 }
 
 #[test]
@@ -159,16 +165,7 @@ fn signals_32_to_34_are_still_forwarded_once_a_status_started_the_reader_thread(
         .output()
         .expect("vloer-run status");
     assert!(status.status.success(), "{status:?}");
-    for sig in [32, 33, 34] {
-        // SAFETY: kill with plain integers, to our own unreaped child.
-        unsafe { libc::kill(run.pid(), sig) };
-        harness::wait_until(&format!("signal {sig} to reach the child"), || {
-            recorded(&out).contains(&sig)
-        });
-    }
-    let f = run.finish_after(libc::SIGTERM);
-    assert_eq!(f.code(), Some(0), "{f}");
-    assert_eq!(f.verdict()["reason"], "signal", "{f}");
+    forwards_32_to_34(run, &out);
 }
 
 #[test]
