@@ -13,6 +13,7 @@ use crate::sys::{ChildSetup, ChildState};
 use crate::verdict::Reason;
 use nix::unistd::Pid;
 use std::ffi::OsString;
+use std::os::fd::OwnedFd;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -80,18 +81,27 @@ impl Exec {
         let marker = crate::proctable::exec_marker(conn);
         let (key, value) = marker.split_once('=').expect("NAME=VALUE");
         let pid = spawn::spawn(&argv, setup, |cmd| {
-            if let Some(env) = env {
+            if let Some(env) = &env {
                 cmd.env_clear();
-                cmd.envs(env);
+                cmd.envs(env.iter().map(|(k, v)| (k, v)));
             }
             cmd.env(key, value);
-            if let Some(cwd) = cwd {
+            if let Some(cwd) = &cwd {
                 cmd.current_dir(cwd);
             }
             // Without the client's descriptors the exec must not write into vloer-run's own.
-            cmd.stdin(stdin.map(Stdio::from).unwrap_or_else(Stdio::null));
-            cmd.stdout(stdout.map(Stdio::from).unwrap_or_else(Stdio::null));
-            cmd.stderr(stderr.map(Stdio::from).unwrap_or_else(Stdio::null));
+            // Copies: a script without #! is started a second time (spawn::script_fallback).
+            let stdio = |fd: &Option<OwnedFd>| -> std::io::Result<Stdio> {
+                Ok(fd
+                    .as_ref()
+                    .map(OwnedFd::try_clone)
+                    .transpose()?
+                    .map_or_else(Stdio::null, Stdio::from))
+            };
+            cmd.stdin(stdio(&stdin)?);
+            cmd.stdout(stdio(&stdout)?);
+            cmd.stderr(stdio(&stderr)?);
+            Ok(())
         })?;
         Ok(Exec {
             conn,

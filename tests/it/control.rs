@@ -319,6 +319,28 @@ fn status_lists_the_child_and_running_execs() {
 }
 
 #[test]
+fn an_exec_of_a_script_without_a_shebang_runs_under_sh() {
+    // The client's PATH finds it; its stdio reaches the script, started a second time by sh.
+    let inst = Instance::start(&[]);
+    let dir = harness::tempdir();
+    let script = dir.path().join("no-shebang");
+    std::fs::write(&script, "echo \"ran: $0 $1\"; echo err >&2; exit 5\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = inst
+        .client_run(&["exec", "--", "no-shebang", "arg"])
+        .env("PATH", &format!("/nonexistent:{}", path_str(dir.path())))
+        .finish();
+    assert_eq!(out.code(), Some(5), "{out}");
+    assert_eq!(
+        out.stdout.trim(),
+        format!("ran: {} arg", path_str(&script)),
+        "{out}"
+    );
+    assert!(out.stderr.contains("err"), "{out}");
+    inst.stop();
+}
+
+#[test]
 fn exec_output_status_and_parentage() {
     let inst = Instance::start(&[]);
     let dir = harness::tempdir();

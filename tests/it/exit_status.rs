@@ -123,6 +123,36 @@ fn a_command_that_cannot_be_executed_gives_126() {
 }
 
 #[test]
+fn a_script_without_a_shebang_runs_under_sh_as_execvp_runs_it() {
+    // glibc's execvp and tini run it with /bin/sh; musl's execvp alone would say ENOEXEC (126).
+    let dir = harness::tempdir();
+    let script = harness::tmp_path(&dir, "no-shebang");
+    std::fs::write(&script, "echo \"ran: $0 $1\"\nexit 3\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = harness::path_str(&script);
+    let f = Run::new(["--", &path, "arg"]).finish();
+    assert_eq!(f.code(), Some(3), "{f}");
+    assert_eq!(
+        f.stdout.lines().next(),
+        Some(format!("ran: {path} arg").as_str()),
+        "{f}"
+    );
+    // Found through PATH, the file the search found is what sh runs.
+    let f = Run::new(["--", "no-shebang", "arg"])
+        .env(
+            "PATH",
+            &format!("/nonexistent:{}", harness::path_str(dir.path())),
+        )
+        .finish();
+    assert_eq!(f.code(), Some(3), "{f}");
+    assert_eq!(
+        f.stdout.lines().next(),
+        Some(format!("ran: {path} arg").as_str()),
+        "{f}"
+    );
+}
+
+#[test]
 fn a_command_that_is_not_found_gives_127() {
     for target in ["vloer-run-test-no-such-command", "/nonexistent-dir/cmd"] {
         let f = Run::new(["--", target]).finish();
