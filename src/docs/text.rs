@@ -118,6 +118,8 @@ COMMAND was found but could not be executed.
 : 127
 COMMAND was not found.
 
+COMMAND is looked up in PATH as execvp(3) looks it up, and a file the kernel cannot execute as a program (a script without `#!`) is run with /bin/sh, as glibc's execvp, tini and dumb-init run it, whichever libc vloer-run was built with.
+
 When the child was killed by signal N and the stop was confirmed, vloer-run writes the verdict (exit_code 128+N) and then ends by signal N itself, with core dumps off, as GNU timeout does: a shell shows 128+N, Python sees -N, and a loop ends on Ctrl-C as around the bare command. As PID 1, where the kernel would ignore the signal, and after a `--timeout` stop, it exits 128+N; an unconfirmed stop is always 125. `vloer-run exec` ends the same way as its command.
 
 `--success-exit CODE` maps the child's CODE to 0 (a JVM exits 143 on SIGTERM). `vloer-run stop` exits 0 when the verdict says "stopped":true, 1 when false, 125 when it cannot ask. `vloer-run exec` exits with the command's status, 124 when its `--timeout` passes, 125 when it cannot ask.
