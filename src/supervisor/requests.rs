@@ -63,7 +63,7 @@ impl Supervisor {
                 }
             }
             control::Event::Request(id, Request::Status) => {
-                let line = self.status_json().to_string() + "\n";
+                let line = self.status_line() + "\n";
                 if let Some(c) = &mut self.requests.server {
                     c.send(id, &line, true);
                 }
@@ -137,53 +137,112 @@ impl Supervisor {
         }
     }
 
-    pub(super) fn status_json(&self) -> serde_json::Value {
+    pub(super) fn status_line(&self) -> String {
         let live: Vec<crate::proctable::Proc> =
             match crate::proctable::scan(self.scope(), &Default::default()) {
                 Ok(procs) => procs
                     .into_iter()
                     .filter(crate::proctable::Proc::is_live)
                     .collect(),
-                Err(e) => return serde_json::json!({ "error": e.0, "code": "proc_unreadable" }),
+                Err(e) => {
+                    return serde_json::json!({ "error": e.0, "code": "proc_unreadable" })
+                        .to_string()
+                }
             };
         let pids: Vec<Pid> = live.iter().map(|p| p.pid).collect();
-        let processes: Vec<serde_json::Value> = live
+        let processes = live
             .into_iter()
             .zip(crate::proctable::cmdlines(&pids))
-            .map(|(p, cmdline)| {
-                serde_json::json!({
-                    "pid": p.pid.as_raw(), "ppid": p.ppid.as_raw(), "pgid": p.pgid.as_raw(),
-                    "state": p.state, "comm": p.comm, "cmdline": cmdline,
-                })
+            .map(|(p, cmdline)| StatusProcess {
+                cmdline,
+                comm: p.comm,
+                pgid: p.pgid.as_raw(),
+                pid: p.pid.as_raw(),
+                ppid: p.ppid.as_raw(),
+                state: p.state,
             })
             .collect();
-        let execs: Vec<serde_json::Value> = self
+        let execs = self
             .execs
             .running
             .values()
-            .map(|e| {
-                serde_json::json!({
-                    "pid": e.pid.as_raw(),
-                    "argv": e.argv.iter().map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>(),
-                    "elapsed_ms": e.started.elapsed().as_millis() as u64,
-                    "state": if e.is_stopping() { "stopping" } else { "running" },
-                })
+            .map(|e| StatusExec {
+                argv: e
+                    .argv
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+                elapsed_ms: e.started.elapsed().as_millis() as u64,
+                pid: e.pid.as_raw(),
+                state: if e.is_stopping() {
+                    "stopping"
+                } else {
+                    "running"
+                },
             })
             .collect();
-        serde_json::json!({
-            "pid": sys::own_pid().as_raw(),
-            "state": match self.state { State::Running => "running", State::Watching(_) => "waiting", State::Stopping(_) => "stopping" },
-            "scope": match self.config.stop.scope { ScopeArg::Tree => "tree", ScopeArg::Group => "group" },
-            "child": {
-                "pid": self.child.pid.map(Pid::as_raw),
-                "alive": self.child.alive(),
-                "exit_code": self.child.report().exit_code,
-                "signal": self.child.report().signal,
+        let report = self.child.report();
+        let status = Status {
+            child: StatusChild {
+                alive: self.child.alive(),
+                exit_code: report.exit_code,
+                pid: self.child.pid.map(Pid::as_raw),
+                signal: report.signal,
             },
-            "uptime_ms": self.started.elapsed().as_millis() as u64,
-            "processes": processes,
-            "execs": execs,
-            "schema": 1,
-        })
+            execs,
+            pid: sys::own_pid().as_raw(),
+            processes,
+            schema: 1,
+            scope: match self.config.stop.scope {
+                ScopeArg::Tree => "tree",
+                ScopeArg::Group => "group",
+            },
+            state: match self.state {
+                State::Running => "running",
+                State::Watching(_) => "waiting",
+                State::Stopping(_) => "stopping",
+            },
+            uptime_ms: self.started.elapsed().as_millis() as u64,
+        };
+        serde_json::to_string(&status).expect("a status serializes")
     }
+}
+
+/// A `status` reply. Fields in alphabetical order, the order the reply has always had.
+#[derive(serde::Serialize)]
+struct Status {
+    child: StatusChild,
+    execs: Vec<StatusExec>,
+    pid: i32,
+    processes: Vec<StatusProcess>,
+    schema: u32,
+    scope: &'static str,
+    state: &'static str,
+    uptime_ms: u64,
+}
+
+#[derive(serde::Serialize)]
+struct StatusChild {
+    alive: bool,
+    exit_code: Option<i32>,
+    pid: Option<i32>,
+    signal: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct StatusExec {
+    argv: Vec<String>,
+    elapsed_ms: u64,
+    pid: i32,
+    state: &'static str,
+}
+
+#[derive(serde::Serialize)]
+struct StatusProcess {
+    cmdline: String,
+    comm: String,
+    pgid: i32,
+    pid: i32,
+    ppid: i32,
+    state: String,
 }
