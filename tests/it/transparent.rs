@@ -372,10 +372,11 @@ fn an_exec_from_a_terminal_gets_one_with_job_control_and_the_terminal_comes_back
     wait_for_sleep_in(&mut pty, shell);
     pty.send("\x03");
     pty.expect("exec$ ");
-    assert_eq!(
-        pty.count("went-on="),
-        1,
-        "only the typed line: {}",
+    // The list did not go on: no "went-on=130". (Only the typed line may show "went-on=$?", and
+    // not even that when Ctrl-C flushed the inner terminal's output before the relay read the echo.)
+    assert!(
+        !(0..10).any(|d| pty.text().contains(&format!("went-on={d}"))),
+        "the shell went on after Ctrl-C: {}",
         pty.text()
     );
     pty.send("echo \"still=$$\"\n");
