@@ -6,7 +6,10 @@
 //! `kill -34` after a `status` (which starts the /proc reader thread) would end vloer-run without
 //! a verdict. So under musl they are ignored from the start, which makes any moment they are
 //! unblocked harmless, and every thread blocks them again (a blocked signal is never discarded
-//! as ignored: it still reaches the signalfd). glibc blocks nothing behind our back.
+//! as ignored: it still reaches the signalfd). glibc blocks nothing behind our back. With 34
+//! blocked in every thread, nothing may use musl's `__synccall`, which waits for each thread to
+//! take it: its setuid family does (vloer-run never calls it), its setrlimit only on kernels
+//! without prlimit64 (before 2.6.36).
 
 use super::*;
 

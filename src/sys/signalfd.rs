@@ -5,11 +5,9 @@ use super::*;
 /// Blocks every signal vloer-run handles and returns a signalfd that reports them: 1 to 64 but
 /// SIGKILL and SIGSTOP. glibc's sigfillset and sigaddset leave out 32 and 33 (its own), musl's 32
 /// to 34, and a `kill -34` would then end vloer-run with the tree orphaned, so the set is built and
-/// blocked here with the kernel's calls. The threads vloer-run starts inherit the mask, so
-/// nothing may use musl's `__synccall`, which waits for every thread to take signal 34: its
-/// setuid family does (vloer-run never calls it); its setrlimit only on kernels without
-/// prlimit64 (before 2.6.36). SIGPIPE is in it too: a sent one is forwarded, and the one the
-/// kernel raises for our own write to a closed pipe is told apart by its sender (`SigInfo`).
+/// blocked here with the kernel's calls (and kept blocked: `libc_signals.rs`). SIGPIPE is in it
+/// too: a sent one is forwarded, and the one the kernel raises for our own write to a closed pipe
+/// is told apart by its sender (`SigInfo`).
 pub fn signalfd_for_all() -> io::Result<OwnedFd> {
     // An inherited SIG_IGN for SIGCHLD would make the kernel reap children behind our back.
     // SAFETY: setting SIG_DFL installs no handler, so no code of ours runs asynchronously.
