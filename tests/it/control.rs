@@ -324,8 +324,11 @@ fn an_exec_of_a_script_without_a_shebang_runs_under_sh() {
     let inst = Instance::start(&[]);
     let dir = harness::tempdir();
     let script = dir.path().join("no-shebang");
-    std::fs::write(&script, "echo \"ran: $0 $1\"; echo err >&2; exit 5\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    harness::write_file(
+        &script,
+        "echo \"ran: $0 $1\"; echo err >&2; exit 5\n",
+        0o755,
+    );
     let out = inst
         .client_run(&["exec", "--", "no-shebang", "arg"])
         .env("PATH", &format!("/nonexistent:{}", path_str(dir.path())))

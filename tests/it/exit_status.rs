@@ -2,7 +2,6 @@
 //! --success-exit. (125 is covered where it arises: bad_input.rs and unconfirmed.rs.)
 
 use crate::harness::{self, Run};
-use std::os::unix::fs::PermissionsExt;
 
 #[test]
 fn the_childs_exit_code_is_passed_through() {
@@ -107,8 +106,7 @@ fn success_exit_maps_listed_codes_to_zero() {
 fn a_command_that_cannot_be_executed_gives_126() {
     let dir = harness::tempdir();
     let script = harness::tmp_path(&dir, "not-executable");
-    std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o644)).unwrap();
+    harness::write_file(&script, "#!/bin/sh\nexit 0\n", 0o644);
     for target in [harness::path_str(&script), harness::path_str(dir.path())] {
         let f = Run::new(["--", &target]).finish();
         assert_eq!(f.code(), Some(126), "{target}: {f}");
@@ -127,8 +125,7 @@ fn a_script_without_a_shebang_runs_under_sh_as_execvp_runs_it() {
     // glibc's execvp and tini run it with /bin/sh; musl's execvp alone would say ENOEXEC (126).
     let dir = harness::tempdir();
     let script = harness::tmp_path(&dir, "no-shebang");
-    std::fs::write(&script, "echo \"ran: $0 $1\"\nexit 3\n").unwrap();
-    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    harness::write_file(&script, "echo \"ran: $0 $1\"\nexit 3\n", 0o755);
     let path = harness::path_str(&script);
     let f = Run::new(["--", &path, "arg"]).finish();
     assert_eq!(f.code(), Some(3), "{f}");

@@ -460,6 +460,13 @@ impl Run {
     }
 }
 
+/// Writes `text` to `path` with permission bits `mode` (a script: 0o755).
+pub fn write_file(path: &Path, text: &str, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, text).expect("writing a test file");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
 /// A fresh temporary directory, removed on drop.
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("tempdir")

@@ -120,15 +120,13 @@ fn ten_thousand_environment_variables_reach_the_child() {
 /// The program is a script (a Rust program would refuse such an argv[0]): `check` exits 0,
 /// anything else is a pid file to publish before sleeping.
 fn weird_program(dir: &Path) -> (PathBuf, OsString) {
-    use std::os::unix::fs::PermissionsExt;
     let folder = dir.join(OsStr::from_bytes(b"dir with spaces \xff\xfe"));
     std::fs::create_dir(&folder).unwrap();
     let name = OsString::from_vec(b"my child \xe9\x01".to_vec());
     let script =
         "#!/bin/sh\n[ \"$1\" = check ] && exit 0\necho $$ > \"$1\"\nwhile :; do sleep 1; done\n";
     let path = folder.join(&name);
-    std::fs::write(&path, script).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    harness::write_file(&path, script, 0o755);
     (folder, name)
 }
 
