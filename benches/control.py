@@ -4,13 +4,13 @@
   1. `status` round trip vs a bare connect-and-close on the same socket (median of N, interleaved);
   2. `vloer-run exec -- true` vs `vloer-run -- true` started afresh (median of M, interleaved).
 
-For scale, the same client also times `vloer-bench-helper reply-server` (built beside vloer-run
-with `cargo build --release --examples`, in examples/): the least any server can do, one accept, one read, one fixed
-reply line. Its reply round trip over its own connect-and-close is the bound that no status
-reply, which must also read /proc, can beat on this machine.
+For scale, the same client also times `vloer-bench-helper reply-server` (`cargo build --release
+--examples`; found beside vloer-run or in target/release/examples/): the least any server can do,
+one accept, one read, one fixed reply line, and `status` is compared with its reply (issue 14).
+Everything runs on one CPU (see main), and a `status` of a 200-process tree is timed too.
 
 Usage: benches/control.py [PATH-TO-vloer-run]   (default: target/release/vloer-run)
-Installs nothing; starts one instance around `sleep` and the reference server, ends both by pid.
+Installs nothing; starts the instances and the reference server, and ends and waits for each.
 """
 import json, os, socket, statistics, subprocess, sys, tempfile, time
 
@@ -78,7 +78,13 @@ def main():
     tmp = tempfile.mkdtemp(prefix="vloer-bench-")
     sock = os.path.join(tmp, "ctl")
     ref_sock = os.path.join(tmp, "ref")
-    helper = os.path.join(os.path.dirname(BIN), "examples", "vloer-bench-helper")
+    # Beside the binary (a `cargo build --release --examples` of the same target), else the
+    # default target's, which serves a static build too.
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    helper = next((h for h in (os.path.join(os.path.dirname(BIN), "examples", "vloer-bench-helper"),
+                               os.path.join(repo, "target", "release", "examples", "vloer-bench-helper"))
+                   if os.access(h, os.X_OK)),
+                  os.path.join(os.path.dirname(BIN), "examples", "vloer-bench-helper"))
     inst = subprocess.Popen([BIN, "--verdict", "off", "--control", sock, "--", "sleep", "100000"])
     ref = None
     if os.access(helper, os.X_OK):
