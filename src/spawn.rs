@@ -17,6 +17,14 @@ pub enum SpawnError {
 }
 
 impl SpawnError {
+    fn of(e: io::Error) -> SpawnError {
+        if e.kind() == io::ErrorKind::NotFound {
+            SpawnError::NotFound(e)
+        } else {
+            SpawnError::CannotExecute(e)
+        }
+    }
+
     pub fn exit_code(&self) -> i32 {
         match self {
             SpawnError::NotFound(_) => 127,
@@ -33,40 +41,48 @@ pub fn spawn(
     setup: ChildSetup,
     configure: impl Fn(&mut Command) -> io::Result<()>,
 ) -> Result<Pid, SpawnError> {
-    // The spawn's result, and the PATH its exec searched.
-    let start = |argv: &[OsString]| -> (io::Result<Pid>, Option<OsString>) {
+    // The spawn's result, and the command it was made from (whose PATH its exec searched).
+    let start = |argv: &[OsString]| -> (io::Result<Pid>, Command) {
         let mut cmd = Command::new(&argv[0]);
         cmd.args(&argv[1..]);
         if !setup.new_session && !setup.keep_group {
             cmd.process_group(0);
         }
         if let Err(e) = configure(&mut cmd) {
-            return (Err(e), None);
+            return (Err(e), cmd);
         }
         sys::install_child_setup(&mut cmd, setup);
         // Dropping std's Child neither waits nor kills: the reaper owns the pid from here on.
         let spawned = cmd.spawn().map(|child| Pid::from_raw(child.id() as i32));
-        (spawned, path_of(&cmd))
+        (spawned, cmd)
     };
-    let started = match start(argv) {
-        (Err(e), path) if e.raw_os_error() == Some(libc::ENOEXEC) => {
-            match script_fallback(argv, path.as_deref()) {
-                Some(sh) => start(&sh).0,
-                None => Err(e),
-            }
-        }
-        (other, _) => other,
-    };
-    started.map_err(SpawnError::of)
+    let (first, cmd) = start(argv);
+    or_script(argv, first, || path_of(&cmd), |sh| start(sh).0)
 }
 
 /// `spawn` for the main child, which needs no `configure`: started without a fork (see
 /// `sys::spawn_vfork`), with the same result and the same errors.
 pub fn spawn_main(argv: &[OsString], setup: ChildSetup) -> Result<Pid, SpawnError> {
-    let started = match vfork_argv(argv, setup) {
+    or_script(
+        argv,
+        vfork_argv(argv, setup),
+        || std::env::var_os("PATH"),
+        |sh| vfork_argv(sh, setup),
+    )
+}
+
+/// `first`, the result of starting `argv`, unless the kernel would not execute the file
+/// (ENOEXEC): then the result of `start` with its `script_fallback` (`path` is the PATH searched).
+fn or_script(
+    argv: &[OsString],
+    first: io::Result<Pid>,
+    path: impl FnOnce() -> Option<OsString>,
+    start: impl FnOnce(&[OsString]) -> io::Result<Pid>,
+) -> Result<Pid, SpawnError> {
+    let started = match first {
         Err(e) if e.raw_os_error() == Some(libc::ENOEXEC) => {
-            match script_fallback(argv, std::env::var_os("PATH").as_deref()) {
-                Some(sh) => vfork_argv(&sh, setup),
+            match script_fallback(argv, path().as_deref()) {
+                Some(sh) => start(&sh),
                 None => Err(e),
             }
         }
@@ -91,16 +107,6 @@ fn vfork_argv(argv: &[OsString], setup: ChildSetup) -> io::Result<Pid> {
     let mut ptrs: Vec<*const libc::c_char> = cstrings.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
     sys::spawn_vfork(&ptrs, setup)
-}
-
-impl SpawnError {
-    fn of(e: io::Error) -> SpawnError {
-        if e.kind() == io::ErrorKind::NotFound {
-            SpawnError::NotFound(e)
-        } else {
-            SpawnError::CannotExecute(e)
-        }
-    }
 }
 
 /// The PATH `cmd` will search: its own if set, none if removed, else vloer-run's.
