@@ -186,7 +186,7 @@ impl Supervisor {
             child: StatusChild {
                 alive: self.child.alive(),
                 exit_code: report.exit_code,
-                pid: self.child.pid.map(Pid::as_raw),
+                pid: report.pid,
                 signal: report.signal,
             },
             execs,
