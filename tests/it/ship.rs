@@ -101,12 +101,11 @@ fn example_script_lists_survivors_with_jq_and_with_python() {
     let fake = dir.path().join("fake-vloer-run");
     let verdict = r#"{"stopped":false,"survivors":[{"pid":31,"ppid":1,"pgid":31,"sid":31,"state":"D","comm":"flush"}],"reason":"child_exited","child":{"pid":7,"exit_code":0,"signal":null},"exit_code":125,"scope":"tree","sent":{"SIGKILL":1},"reaped":0,"elapsed_ms":2001,"schema":1}"#;
     // Called as: fake --verdict FILE -- COMMAND...
-    std::fs::write(
+    harness::write_file(
         &fake,
-        format!("#!/bin/sh\nprintf '%s\\n' '{verdict}' > \"$2\"\nexit 125\n"),
-    )
-    .unwrap();
-    std::fs::set_permissions(&fake, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        &format!("#!/bin/sh\nprintf '%s\\n' '{verdict}' > \"$2\"\nexit 125\n"),
+        0o755,
+    );
 
     let check = |path: Option<&Path>, tool: &str| {
         let mut cmd = Command::new("sh");
