@@ -1,5 +1,6 @@
 //! The process table as `/proc` shows it: who is in the run's scope, and whether they are alive.
 
+pub mod files;
 mod handle;
 mod walk;
 pub use handle::Handle;
@@ -75,47 +76,8 @@ impl std::fmt::Display for ProcError {
     }
 }
 
-/// Reads a small /proc file in as few syscalls as the kernel allows: /proc files report size 0,
-/// so std::fs::read would stat them and then grow its buffer from 32 bytes.
-pub fn read_proc_file(path: &str) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    // A plain read loop: File::read_to_end would also fstat and lseek the file for a size hint
-    // that /proc does not give (two more syscalls per process in every scan).
-    loop {
-        match file.read(&mut chunk) {
-            Ok(0) => return Ok(buf),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 fn gone(err: &io::Error) -> bool {
     matches!(err.kind(), io::ErrorKind::NotFound) || err.raw_os_error() == Some(libc::ESRCH)
-}
-
-/// Reads `/proc/PID/stat`: open, one read, close. The file is a single line, so once its newline
-/// has arrived the record is whole and the read that would return EOF can be skipped.
-fn read_stat_file(path: &str) -> io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(path)?;
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 1024];
-    loop {
-        let n = match file.read(&mut chunk) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        buf.extend_from_slice(&chunk[..n]);
-        if n == 0 || buf.last() == Some(&b'\n') {
-            return Ok(buf);
-        }
-    }
 }
 
 /// The fields of `/proc/PID/stat` that vloer-run uses, parsed as procfs' `Stat` parses them (comm
@@ -152,25 +114,38 @@ fn parse_stat(bytes: &[u8]) -> Option<Proc> {
 
 /// Reads one process; `Ok(None)` when it no longer exists.
 pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
-    let path = format!("/proc/{pid}/stat");
-    let bytes = match read_stat_file(&path) {
+    let name = format!("{pid}/stat");
+    let got =
+        files::read_pinned(pid, files::Kept::Stat).unwrap_or_else(|| files::read_file(&name, true));
+    let bytes = match got {
         Ok(b) => b,
         Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(ProcError(format!("reading {path}: {e}"))),
+        Err(e) => return Err(ProcError(format!("reading /proc/{name}: {e}"))),
     };
     parse_stat(&bytes)
         .map(Some)
-        .ok_or_else(|| ProcError(format!("parsing {path}: unexpected format")))
+        .ok_or_else(|| ProcError(format!("parsing /proc/{name}: unexpected format")))
 }
 
 /// The command line of each process, arguments joined by spaces; empty for kernel threads, zombies
 /// and a process whose memory could not be read in time.
 pub fn cmdlines(pids: &[Pid]) -> Vec<String> {
-    let paths = pids
+    let reads = pids
         .iter()
-        .map(|pid| format!("/proc/{pid}/cmdline"))
+        .map(|&pid| -> crate::slowread::Read {
+            match files::pinned_cmdline(pid) {
+                // A reaped pin reads ESRCH: the pid may be another process's by now.
+                Some(file) => Box::new(move || match files::read_kept(&file, false) {
+                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                        files::read_file(&format!("{pid}/cmdline"), false)
+                    }
+                    got => got,
+                }),
+                None => Box::new(move || files::read_file(&format!("{pid}/cmdline"), false)),
+            }
+        })
         .collect();
-    crate::slowread::read_all(paths)
+    crate::slowread::read_all(reads)
         .into_iter()
         .map(|read| {
             read.map(|b| {
@@ -185,27 +160,6 @@ pub fn cmdlines(pids: &[Pid]) -> Vec<String> {
         .collect()
 }
 
-/// Proves that `/proc` is a procfs for our own pid namespace; anything else cannot be trusted.
-pub fn check_procfs() -> Result<(), ProcError> {
-    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
-    let fs = nix::sys::statfs::statfs("/proc")
-        .map_err(|e| ProcError(format!("cannot read /proc: {e}")))?;
-    if fs.filesystem_type().0 as i64 != PROC_SUPER_MAGIC {
-        return Err(ProcError(
-            "/proc is not a procfs mount, so no process can be proven gone".into(),
-        ));
-    }
-    // /proc/self resolves to our pid only in a procfs of our own pid namespace.
-    let me = me();
-    match std::fs::read_link("/proc/self") {
-        Ok(target) if target.as_os_str().as_encoded_bytes() == me.to_string().as_bytes() => Ok(()),
-        Ok(_) => Err(ProcError(format!(
-            "/proc does not show vloer-run itself (pid {me}): it belongs to another pid namespace"
-        ))),
-        Err(e) => Err(ProcError(format!("cannot read /proc/self: {e}"))),
-    }
-}
-
 /// The `NAME=VALUE` entry every exec's environment carries, unique within this instance.
 pub fn exec_marker(id: u64) -> String {
     format!("VLOER_EXEC_ID={}:{id}", me())
@@ -214,11 +168,12 @@ pub fn exec_marker(id: u64) -> String {
 /// Whether `pid`'s environment holds `entry`; an error when it cannot be read (another user's
 /// process, one that made itself undumpable, a read blocked on its memory lock): that is not a no.
 fn has_env(pid: Pid, entry: &str) -> Result<bool, String> {
-    let path = format!("/proc/{pid}/environ");
-    match crate::slowread::read(path.clone()) {
+    let name = format!("{pid}/environ");
+    let read = name.clone();
+    match crate::slowread::read(Box::new(move || files::read_file(&read, false))) {
         Ok(env) => Ok(env.split(|b| *b == 0).any(|e| e == entry.as_bytes())),
         Err(e) if gone(&e) => Ok(false),
-        Err(e) => Err(format!("cannot read {path}: {e}")),
+        Err(e) => Err(format!("cannot read /proc/{name}: {e}")),
     }
 }
 
@@ -259,18 +214,18 @@ mod stat_tests {
     #[test]
     fn parse_stat_agrees_with_procfs() {
         // A real line with a comm that has parentheses, spaces and invalid UTF-8 in it.
-        let real = read_stat_file("/proc/self/stat").unwrap();
+        let real = files::read_file("self/stat", true).unwrap();
         let close = real.iter().rposition(|b| *b == b')').unwrap();
         let mut odd = b"4242 (a) (b \xff)".to_vec();
         odd.extend_from_slice(&real[close + 1..]);
         assert_eq!(parse_stat(&odd).unwrap(), via_procfs(&odd));
         assert_eq!(parse_stat(&odd).unwrap().comm, "a) (b \u{fffd}");
         let mut seen = 0;
-        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-            let Some(pid) = pid_entry(&entry) else {
+        for pid in files::list(".").unwrap() {
+            if pid.parse::<i32>().is_err() {
                 continue;
-            };
-            let Ok(bytes) = read_stat_file(&format!("/proc/{pid}/stat")) else {
+            }
+            let Ok(bytes) = files::read_file(&format!("{pid}/stat"), true) else {
                 continue;
             };
             assert_eq!(

@@ -2,31 +2,30 @@
 //! kernel has none), the group, an exec's processes.
 
 use super::*;
-use std::path::Path;
+use std::io;
 
 /// The one-time costs of a scan, paid while the child starts rather than after it ends (the stop
-/// of a short run is on its critical path): the first lookup of our own /proc entries (about
-/// 50 µs here: the kernel builds their inodes), the children-file probe, our pid, and the hash
-/// keys the scans' sets ask getrandom(2) for. Every scan still checks /proc itself.
-pub fn warm_up() {
-    // Probe (and cache) the kernel feature only through a proper /proc: in a container the child
-    // itself may mount it later, and the probe then waits for the first scan.
-    if check_procfs().is_ok() {
-        have_children_files(me());
+/// of a short run is on its critical path): the proof of /proc, our own children list, the main
+/// child's files (`child`, our unreaped child), and the hash keys the scans' sets ask
+/// getrandom(2) for.
+pub fn warm_up(child: Pid) {
+    // Only through a proper /proc: in a container the child itself may mount it later, and the
+    // proof then waits for the first scan.
+    if files::root().is_ok() {
+        files::own_children();
+        files::pin(child);
     }
     let _ = std::collections::hash_map::RandomState::new();
 }
 
 /// Whether the kernel lists children in `/proc/PID/task/TID/children`.
-pub(super) fn have_children_files(me: Pid) -> bool {
-    // A kernel feature does not come and go during a run; ask once.
-    static HAVE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *HAVE.get_or_init(|| Path::new(&format!("/proc/{me}/task/{me}/children")).exists())
+pub(super) fn have_children_files() -> bool {
+    files::own_children().is_some()
 }
 
 pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<(), ProcError> {
-    let mut read_one = |path: String| -> Result<(), ProcError> {
-        match read_proc_file(&path) {
+    let mut read_one = |name: String, got: io::Result<Vec<u8>>| -> Result<(), ProcError> {
+        match got {
             Ok(s) => {
                 let s = String::from_utf8_lossy(&s);
                 out.extend(
@@ -37,38 +36,39 @@ pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<
                 Ok(())
             }
             Err(e) if gone(&e) => Ok(()),
-            Err(e) => Err(ProcError(format!("reading {path}: {e}"))),
+            Err(e) => Err(ProcError(format!("reading /proc/{name}: {e}"))),
         }
     };
     if threads <= 1 {
-        return read_one(format!("/proc/{pid}/task/{pid}/children"));
+        let name = format!("{pid}/task/{pid}/children");
+        let got = match (pid == me()).then(files::own_children).flatten() {
+            Some(own) => files::read_kept(own, false),
+            None => files::read_pinned(pid, files::Kept::Children)
+                .unwrap_or_else(|| files::read_file(&name, false)),
+        };
+        return read_one(name, got);
     }
     // Children belong to the thread that forked them.
-    let dir = match std::fs::read_dir(format!("/proc/{pid}/task")) {
+    let tids = match files::list(&format!("{pid}/task")) {
         Ok(d) => d,
         Err(e) if gone(&e) => return Ok(()),
         Err(e) => return Err(ProcError(format!("reading /proc/{pid}/task: {e}"))),
     };
-    for entry in dir.flatten() {
-        if let Some(tid) = entry.file_name().to_str() {
-            read_one(format!("/proc/{pid}/task/{tid}/children"))?;
-        }
+    for tid in tids {
+        let name = format!("{pid}/task/{tid}/children");
+        let got = files::read_file(&name, false);
+        read_one(name, got)?;
     }
     Ok(())
 }
 
-/// The pid a /proc directory entry names; None for the entries that are not processes.
-pub(super) fn pid_entry(entry: &std::fs::DirEntry) -> Option<i32> {
-    entry.file_name().to_str()?.parse().ok()
-}
-
 /// Every process in /proc (the fallback when children files are missing).
 pub(super) fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
-    let dir = std::fs::read_dir("/proc").map_err(|e| ProcError(format!("reading /proc: {e}")))?;
+    let names = files::list(".").map_err(|e| ProcError(format!("reading /proc: {e}")))?;
     let mut out = Vec::new();
-    for entry in dir {
-        let entry = entry.map_err(|e| ProcError(format!("reading /proc: {e}")))?;
-        let Some(pid) = pid_entry(&entry) else {
+    for name in names {
+        // The entries that are not processes (self, sys, meminfo...) have no number.
+        let Ok(pid) = name.parse::<i32>() else {
             continue;
         };
         if pid == me.as_raw() {
@@ -85,7 +85,7 @@ pub(super) fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
 /// vloer-run itself is never part of it. `seeds` are processes already known to be members
 /// (an exec's tracked processes), whose children belong too even after they were reparented.
 pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> {
-    check_procfs()?;
+    files::root()?;
     let me = me();
     match scope {
         // Only inside the tree: every member of the child's group descends from vloer-run (its
@@ -161,7 +161,7 @@ pub(super) fn close_over_children(procs: &[Proc], inside: &mut HashSet<Pid>) {
 /// Every descendant of `me`, read through the children files in O(tree), or from a full scan of
 /// /proc where the kernel has no children files.
 pub(super) fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
-    if !have_children_files(me) {
+    if !have_children_files() {
         let procs = all(me)?;
         let mut inside: HashSet<Pid> = HashSet::from([me]);
         close_over_children(&procs, &mut inside);
@@ -235,9 +235,11 @@ pub(super) fn reparented_since(
 pub fn walk_tree(
     visit: &mut dyn FnMut(&Proc, OwnedFd, &HashSet<Pid>),
 ) -> Option<Result<Vec<Proc>, ProcError>> {
-    let me = me();
-    if !have_children_files(me) || !crate::sys::have_pidfd() {
+    if let Err(e) = files::root() {
+        return Some(Err(e));
+    }
+    if !have_children_files() || !crate::sys::have_pidfd() {
         return None;
     }
-    Some(check_procfs().and_then(|()| walk(me, Some(visit))))
+    Some(walk(me(), Some(visit)))
 }

@@ -48,7 +48,7 @@ impl Supervisor {
                 self.child.pid = Some(pid);
                 // The child stays our unreaped child until we wait for it, so its pid is stable.
                 self.child.pidfd = sys::pidfd_open(pid).ok();
-                crate::proctable::warm_up();
+                crate::proctable::warm_up(pid);
                 if self.terminal.give_at_start {
                     // Both sides call tcsetpgrp so neither order of scheduling leaves a gap.
                     let _ = sys::tcsetpgrp(0, pid);

@@ -109,3 +109,29 @@ pub fn boot_ticks() -> Option<u64> {
     let hz = hz as u64;
     Some(ts.tv_sec as u64 * hz + ts.tv_nsec as u64 / (1_000_000_000 / hz))
 }
+
+/// The CPU the calling thread runs on now; None where the kernel cannot say.
+pub fn current_cpu() -> Option<usize> {
+    // SAFETY: sched_getcpu takes no arguments; it returns a CPU number or -1.
+    let cpu = unsafe { libc::sched_getcpu() };
+    usize::try_from(cpu).ok()
+}
+
+/// Keeps the calling thread on `cpu` alone (fails when `cpu` is outside the allowed set).
+pub fn run_on_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: an all-zero cpu_set_t is the empty set, a valid value of this plain bit array.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
+        return Err(io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: CPU_SET writes one bit inside `set`, `cpu` being checked against its size above;
+    // sched_setaffinity only reads `set`, of the size given, for the calling thread (pid 0).
+    let rc = unsafe {
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! /proc itself, proven once to be a procfs of vloer-run's own pid namespace and then held open:
+//! every later read goes to that mount, whatever a child mounts over /proc or unmounts from it
+//! afterwards. Also the files every scan reads, kept open and re-read from their start: our own
+//! children list, and the main child's stat, children and command line (its "pin").
+
+use super::ProcError;
+use crate::sys::own_pid as me;
+use nix::fcntl::OFlag;
+use nix::sys::stat::Mode;
+use nix::unistd::Pid;
+use std::cell::RefCell;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, OnceLock};
+
+static ROOT: OnceLock<OwnedFd> = OnceLock::new();
+
+/// The proven /proc. Until a proof succeeds, each call tries again: in a container the child
+/// itself may mount /proc after vloer-run started.
+pub fn root() -> Result<BorrowedFd<'static>, ProcError> {
+    if let Some(fd) = ROOT.get() {
+        return Ok(fd.as_fd());
+    }
+    let fd = nix::fcntl::open(
+        "/proc",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| ProcError(format!("cannot read /proc: {e}")))?;
+    prove(fd.as_fd())?;
+    Ok(ROOT.get_or_init(|| fd).as_fd())
+}
+
+/// Proves that `dir` is a procfs for our own pid namespace; anything else cannot be trusted.
+fn prove(dir: BorrowedFd<'_>) -> Result<(), ProcError> {
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    let fs =
+        nix::sys::statfs::fstatfs(dir).map_err(|e| ProcError(format!("cannot read /proc: {e}")))?;
+    if fs.filesystem_type().0 as i64 != PROC_SUPER_MAGIC {
+        return Err(ProcError(
+            "/proc is not a procfs mount, so no process can be proven gone".into(),
+        ));
+    }
+    // `self` resolves to our pid only in a procfs of our own pid namespace.
+    let me = me();
+    match nix::fcntl::readlinkat(dir, "self") {
+        Ok(target) if target.as_encoded_bytes() == me.to_string().as_bytes() => Ok(()),
+        Ok(_) => Err(ProcError(format!(
+            "/proc does not show vloer-run itself (pid {me}): it belongs to another pid namespace"
+        ))),
+        Err(e) => Err(ProcError(format!("cannot read /proc/self: {e}"))),
+    }
+}
+
+/// Opens `name` (such as `42/stat`) under the proven /proc.
+pub fn open(name: &str) -> io::Result<File> {
+    let root = root().map_err(|e| io::Error::other(e.0))?;
+    let fd = nix::fcntl::openat(
+        root,
+        name,
+        OFlag::O_RDONLY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )?;
+    Ok(File::from(fd))
+}
+
+/// Reads `name` under /proc whole; see `read_kept`.
+pub fn read_file(name: &str, line: bool) -> io::Result<Vec<u8>> {
+    read_kept(&open(name)?, line)
+}
+
+/// Reads a /proc file whole from its start, so a file kept open shows the process as it is now.
+/// /proc files report size 0, so a plain read loop beats std's (which would stat the file and
+/// grow its buffer from 32 bytes). With `line`, the file is one line, whole once its newline came,
+/// and the read that would only return the end is skipped.
+pub fn read_kept(file: &File, line: bool) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read_at(&mut chunk, buf.len() as u64) {
+            Ok(0) => return Ok(buf),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+        if line && buf.last() == Some(&b'\n') {
+            return Ok(buf);
+        }
+    }
+}
+
+/// The names in the directory `name` under /proc (`.` for /proc itself).
+pub fn list(name: &str) -> io::Result<Vec<String>> {
+    let root = root().map_err(|e| io::Error::other(e.0))?;
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let dir = nix::dir::Dir::openat(root, name, flags, Mode::empty())?;
+    let mut names = Vec::new();
+    for entry in dir {
+        let entry = entry?;
+        if let Ok(n) = entry.file_name().to_str() {
+            if n != "." && n != ".." {
+                names.push(n.to_string());
+            }
+        }
+    }
+    Ok(names)
+}
+
+/// Our own children list, kept open; None where the kernel has no children files (before 3.5,
+/// or without CONFIG_PROC_CHILDREN). A kernel feature does not come and go, so it is asked once.
+pub fn own_children() -> Option<&'static File> {
+    static OWN: OnceLock<Option<File>> = OnceLock::new();
+    if let Some(own) = OWN.get() {
+        return own.as_ref();
+    }
+    let me = me();
+    match open(&format!("{me}/task/{me}/children")) {
+        Ok(f) => OWN.get_or_init(|| Some(f)).as_ref(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => OWN.get_or_init(|| None).as_ref(),
+        // Not proven, or out of descriptors: no answer yet, so nothing is kept.
+        Err(_) => None,
+    }
+}
+
+/// The main child's files, opened while it is our unreaped child, so they can only ever show it.
+struct Pin {
+    pid: Pid,
+    stat: File,
+    children: File,
+    cmdline: Arc<File>,
+}
+
+thread_local! {
+    // Only the loop's thread scans; the reader thread gets the command line's file itself.
+    static PIN: RefCell<Option<Pin>> = const { RefCell::new(None) };
+}
+
+/// Keeps the main child's files open; `pid` must be our child, not yet reaped. Without a proven
+/// /proc yet, or on any error, nothing is kept and every read goes by path, as for the others.
+pub fn pin(pid: Pid) {
+    let files = (|| -> io::Result<Pin> {
+        Ok(Pin {
+            pid,
+            stat: open(&format!("{pid}/stat"))?,
+            children: open(&format!("{pid}/task/{pid}/children"))?,
+            cmdline: Arc::new(open(&format!("{pid}/cmdline"))?),
+        })
+    })();
+    PIN.with(|p| *p.borrow_mut() = files.ok());
+}
+
+/// Which of a pinned process's files.
+#[derive(Clone, Copy)]
+pub enum Kept {
+    Stat,
+    Children,
+}
+
+/// Reads a file of `pid` through its pin; None when `pid` is not pinned, or its pin shows it
+/// reaped (ESRCH, and the pin is let go): the pid may name another process by now, which only a
+/// read by path finds.
+pub fn read_pinned(pid: Pid, which: Kept) -> Option<io::Result<Vec<u8>>> {
+    PIN.with(|p| {
+        let mut p = p.borrow_mut();
+        let pin = p.as_ref().filter(|pin| pin.pid == pid)?;
+        let got = match which {
+            Kept::Stat => read_kept(&pin.stat, true),
+            Kept::Children => read_kept(&pin.children, false),
+        };
+        match got {
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
+                *p = None;
+                None
+            }
+            got => Some(got),
+        }
+    })
+}
+
+/// The pinned command line file of `pid`, for the reader thread.
+pub fn pinned_cmdline(pid: Pid) -> Option<Arc<File>> {
+    PIN.with(|p| {
+        let p = p.borrow();
+        p.as_ref()
+            .filter(|pin| pin.pid == pid)
+            .map(|pin| Arc::clone(&pin.cmdline))
+    })
+}
