@@ -18,6 +18,9 @@ impl Supervisor {
             if self.main_done() && self.execs.running.values().all(|e| e.watch_only()) {
                 return Ok(());
             }
+            if let Some(c) = &mut self.requests.server {
+                c.sync();
+            }
             let ready = self
                 .sources
                 .reactor

@@ -41,6 +41,7 @@ impl Server {
         }
         drop(queued);
         for c in self.conns.values_mut() {
+            c.skip_peeked();
             c.out.clear();
             let _ = c.stream.shutdown(std::net::Shutdown::Write);
         }

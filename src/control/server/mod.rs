@@ -46,8 +46,9 @@ enum Phase {
 }
 
 struct Conn {
-    /// Declared before `stream`, so it leaves the reactor while the socket is still open.
-    reg: Registration,
+    /// Declared before `stream`, so it leaves the reactor while the socket is still open. None
+    /// until the loop next sleeps: a client answered at once never enters the reactor.
+    reg: Option<Registration>,
     stream: UnixStream,
     phase: Phase,
     inbuf: Vec<u8>,
@@ -59,9 +60,42 @@ struct Conn {
     read_closed: bool,
     /// The client's pid from SO_PEERCRED (0: unknown, or outside our pid namespace).
     peer: i32,
+    /// Bytes of the request that were peeked, not read: they stay queued in the socket until the
+    /// reply is written (see `accept`), and are skipped before anything else is read.
+    unread: usize,
 }
 
 impl Conn {
+    /// Takes up to `upto` bytes of input out of the socket, as far as they have come: the peeked
+    /// request before anything else is read, and, after an answer from a peek, whatever is
+    /// queued before the socket is closed (closing with unread input resets the connection, and
+    /// the client would read an error after its reply).
+    fn skip_input(&mut self, upto: usize) {
+        let mut buf = [0u8; 4096];
+        let mut left = upto;
+        while left > 0 {
+            let take = left.min(buf.len());
+            match socket::recv(
+                self.stream.as_raw_fd(),
+                &mut buf[..take],
+                MsgFlags::MSG_DONTWAIT,
+            ) {
+                Ok(0) => break,
+                Ok(n) => left -= n,
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(_) => break,
+            }
+        }
+        self.unread = self.unread.saturating_sub(upto - left);
+    }
+
+    /// Before closing: see `skip_input`.
+    fn skip_peeked(&mut self) {
+        if self.unread > 0 {
+            self.skip_input(MAX_REQUEST);
+        }
+    }
+
     /// Writes what is queued without blocking; false when the socket would block first. A
     /// client that cannot be written to any more is closed.
     fn write_queued(&mut self) -> bool {
@@ -155,8 +189,9 @@ impl Server {
     }
 
     /// Tells the reactor what each descriptor now waits for: no new clients while full, input
-    /// while a client may still send, output while a reply is queued.
-    fn sync(&self) {
+    /// while a client may still send, output while a reply is queued. Called once before the
+    /// loop sleeps, so a client answered in the same turn costs the reactor nothing.
+    pub fn sync(&mut self) {
         let full = self.conns.len() >= MAX_CONNS;
         let listen = if full {
             PollFlags::empty()
@@ -164,7 +199,7 @@ impl Server {
             PollFlags::POLLIN
         };
         let _ = self.listening.set(self.listener.as_fd(), listen);
-        for c in self.conns.values() {
+        for (id, c) in self.conns.iter_mut() {
             let mut flags = PollFlags::empty();
             if matches!(c.phase, Phase::Reading | Phase::Attached | Phase::Waiting)
                 && !c.read_closed
@@ -174,9 +209,27 @@ impl Server {
             if !c.out.is_empty() {
                 flags |= PollFlags::POLLOUT;
             }
-            // A failure leaves the old interest: at worst one more wake-up, never a lost one.
-            let _ = c.reg.set(c.stream.as_fd(), flags);
+            match &c.reg {
+                // A failure leaves the old interest: at worst one more wake-up, never a lost one.
+                Some(reg) => {
+                    let _ = reg.set(c.stream.as_fd(), flags);
+                }
+                // Even with no interest, to hear of its hang-up (always reported).
+                None => match self
+                    .reactor
+                    .register(c.stream.as_fd(), Key::Conn(*id), flags)
+                {
+                    Ok(reg) => c.reg = Some(reg),
+                    Err(e) => {
+                        msg::warn(format_args!("control socket: cannot watch a client: {e}"));
+                        c.phase = Phase::Closing;
+                        c.out.clear();
+                    }
+                },
+            }
         }
+        // Those that could not be watched could never be answered: closed now, not left hanging.
+        self.conns.retain(|_, c| c.reg.is_some());
     }
 
     /// When the slowest silent client must be dropped.
@@ -190,13 +243,11 @@ impl Server {
 
     /// Handles readiness of the listener or a connection; returns what the supervisor must do.
     pub fn on_ready(&mut self, key: Key, revents: PollFlags, now: Instant) -> Vec<Event> {
-        let events = match key {
+        match key {
             Key::Listener => self.accept(now),
             Key::Conn(id) => self.on_conn(id, revents, now),
             _ => Vec::new(),
-        };
-        self.sync();
-        events
+        }
     }
 
     fn accept(&mut self, now: Instant) -> Vec<Event> {
@@ -219,18 +270,8 @@ impl Server {
         };
         let id = self.next;
         self.next += 1;
-        let reg = match self
-            .reactor
-            .register(stream.as_fd(), Key::Conn(id), PollFlags::POLLIN)
-        {
-            Ok(r) => r,
-            Err(e) => {
-                msg::warn(format_args!("control socket: cannot watch a client: {e}"));
-                return events;
-            }
-        };
         let mut conn = Conn {
-            reg,
+            reg: None,
             stream,
             phase: Phase::Reading,
             inbuf: Vec::new(),
@@ -239,6 +280,7 @@ impl Server {
             since: now,
             read_closed: false,
             peer: 0,
+            unread: 0,
         };
         match socket::getsockopt(&conn.stream, sockopt::PeerCredentials) {
             Ok(cred) if cred.uid() == self.uid || cred.uid() == 0 => conn.peer = cred.pid(),
@@ -269,7 +311,10 @@ impl Server {
         self.flush(id);
         // The request usually arrives with the connection; reading now saves a poll round.
         if reading {
-            events.extend(self.on_conn(id, PollFlags::POLLIN, now));
+            match self.peek_request(id) {
+                Some(answered) => events.extend(answered),
+                None => events.extend(self.on_conn(id, PollFlags::POLLIN, now)),
+            }
         }
         events
     }
@@ -289,7 +334,6 @@ impl Server {
                 &format!("no complete request within {} s", READ_TIMEOUT.as_secs()),
             );
         }
-        self.sync();
     }
 
     fn fail(&mut self, id: ConnId, code: ErrorCode, text: &str) {
@@ -307,7 +351,6 @@ impl Server {
             }
         }
         self.flush(id);
-        self.sync();
     }
 
     fn flush(&mut self, id: ConnId) {
@@ -318,6 +361,7 @@ impl Server {
             return;
         }
         if c.phase == Phase::Closing {
+            c.skip_peeked();
             if let (Some(c), Some(lingering)) = (self.conns.remove(&id), &mut self.lingering) {
                 let _ = c.stream.shutdown(std::net::Shutdown::Write);
                 lingering.push((c.stream, c.peer));
