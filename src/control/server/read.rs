@@ -45,21 +45,9 @@ impl Server {
         if !revents.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
             return events;
         }
-        let mut buf = [0u8; 8192];
         // The peeked request is still queued: skip it first.
-        while conn.unread > 0 {
-            let take = conn.unread.min(buf.len());
-            match socket::recv(
-                conn.stream.as_raw_fd(),
-                &mut buf[..take],
-                MsgFlags::MSG_DONTWAIT,
-            ) {
-                Ok(0) => break,
-                Ok(n) => conn.unread -= n,
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(_) => break,
-            }
-        }
+        conn.skip_input(conn.unread);
+        let mut buf = [0u8; 8192];
         let mut cmsg = nix::cmsg_space!([RawFd; 4]);
         let mut eof = false;
         loop {
