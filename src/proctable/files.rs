@@ -188,3 +188,38 @@ pub fn pinned_cmdline(pid: Pid) -> Option<Arc<File>> {
             .map(|pin| Arc::clone(&pin.cmdline))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pin_shows_the_child_until_it_is_reaped_then_lets_go() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep");
+        let pid = Pid::from_raw(child.id() as i32);
+        pin(pid);
+        let stat = read_pinned(pid, Kept::Stat).expect("pinned").unwrap();
+        assert!(String::from_utf8_lossy(&stat).starts_with(&format!("{pid} (sleep) ")));
+        assert!(pinned_cmdline(pid).is_some());
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
+        // Exited, not yet reaped: the pin still shows it, as a zombie.
+        let zombie = loop {
+            let p = super::super::read(pid).unwrap().expect("not reaped yet");
+            if p.state == "Z" {
+                break p;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        assert!(!zombie.is_live());
+        child.wait().unwrap();
+        // Reaped: the pin answers ESRCH, lets go, and the read goes by path.
+        assert!(read_pinned(pid, Kept::Stat).is_none());
+        assert!(pinned_cmdline(pid).is_none(), "the pin was let go");
+        assert!(super::super::read(pid)
+            .unwrap()
+            .is_none_or(|p| p.starttime != zombie.starttime));
+    }
+}

@@ -117,21 +117,27 @@ pub fn current_cpu() -> Option<usize> {
     usize::try_from(cpu).ok()
 }
 
-/// Keeps the calling thread on `cpu` alone (fails when `cpu` is outside the allowed set).
-pub fn run_on_cpu(cpu: usize) -> io::Result<()> {
-    // SAFETY: an all-zero cpu_set_t is the empty set, a valid value of this plain bit array.
-    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+/// Keeps `thread` on `cpu` alone (fails when `cpu` is outside the allowed set).
+pub fn pin_thread(thread: &std::thread::JoinHandle<()>, cpu: usize) -> io::Result<()> {
+    use std::os::unix::thread::JoinHandleExt;
     if cpu >= 8 * std::mem::size_of::<libc::cpu_set_t>() {
         return Err(io::Error::from_raw_os_error(libc::EINVAL));
     }
+    // SAFETY: an all-zero cpu_set_t is the empty set, a valid value of this plain bit array.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: CPU_SET writes one bit inside `set`, `cpu` being checked against its size above;
-    // sched_setaffinity only reads `set`, of the size given, for the calling thread (pid 0).
+    // the handle is borrowed, so its thread is neither joined nor detached and its pthread_t is
+    // valid; pthread_setaffinity_np only reads `set`, of the size given.
     let rc = unsafe {
         libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+        libc::pthread_setaffinity_np(
+            thread.as_pthread_t(),
+            std::mem::size_of::<libc::cpu_set_t>(),
+            &set,
+        )
     };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
     }
     Ok(())
 }

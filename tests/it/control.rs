@@ -212,6 +212,63 @@ fn stop_client_exits_1_when_the_stop_is_not_confirmed() {
 }
 
 #[test]
+fn a_proc_mounted_over_after_the_start_changes_nothing() {
+    // vloer-run proves /proc once and holds that mount open: what the child mounts over /proc
+    // afterwards can neither blind its status nor keep its stop from being proven.
+    if !harness::is_root() && harness::skip("needs root to mount over /proc in a mount namespace") {
+        return;
+    }
+    let dir = harness::tempdir();
+    let sock = dir.path().join("s");
+    let (go, mounted) = (dir.path().join("go"), dir.path().join("mounted"));
+    let script = format!(
+        "until [ -e {go} ]; do sleep 0.02; done
+        if mount -t tmpfs none /proc; then echo ok > {mounted}; else echo failed > {mounted}; fi
+        exec sleep 1000",
+        go = path_str(&go),
+        mounted = path_str(&mounted)
+    );
+    let args = [
+        harness::bin(),
+        "--control",
+        &path_str(&sock),
+        "--",
+        "sh",
+        "-c",
+        &script,
+    ];
+    let Some(cmd) = harness::in_mount_ns("exec \"$@\"", &args) else {
+        return;
+    };
+    let running = Run::of(cmd).start();
+    harness::wait_for_socket(&sock);
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(
+        harness::wait_for_line(&mounted),
+        "ok",
+        "mounting over /proc"
+    );
+    let sleeper = |out: &harness::Finished| {
+        let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap_or_default();
+        v["processes"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().any(|p| p["cmdline"] == "sleep 1000"))
+    };
+    let mut status = client(&path_str(&sock), &["status"]).finish();
+    harness::wait_until("the child to exec sleep", || {
+        status = client(&path_str(&sock), &["status"]).finish();
+        sleeper(&status)
+    });
+    assert_eq!(status.code(), Some(0), "{status}");
+    let out = client(&path_str(&sock), &["stop", "--grace", "5s"]).finish();
+    assert_eq!(out.code(), Some(0), "{out}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(v["stopped"], true, "{out}");
+    let run = running.finish();
+    assert!(run.verdict()["stopped"] == true, "{run}");
+}
+
+#[test]
 fn stop_client_cannot_reach_a_missing_instance() {
     let dir = harness::tempdir();
     let nobody = path_str(&dir.path().join("nobody"));
