@@ -205,15 +205,11 @@ mod tests {
         assert!(String::from_utf8_lossy(&stat).starts_with(&format!("{pid} (sleep) ")));
         assert!(pinned_cmdline(pid).is_some());
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
-        // Exited, not yet reaped: the pin still shows it, as a zombie.
-        let zombie = loop {
-            let p = super::super::read(pid).unwrap().expect("not reaped yet");
-            if p.state == "Z" {
-                break p;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        };
-        assert!(!zombie.is_live());
+        // Exited, not yet reaped (WNOWAIT): the pin still shows it, as a zombie.
+        use nix::sys::wait::{waitid, Id, WaitPidFlag};
+        waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT).unwrap();
+        let zombie = super::super::read(pid).unwrap().expect("not reaped yet");
+        assert_eq!(zombie.state, "Z");
         child.wait().unwrap();
         // Reaped: the pin answers ESRCH, lets go, and the read goes by path.
         assert!(read_pinned(pid, Kept::Stat).is_none());
