@@ -131,7 +131,9 @@ pub fn pin_thread(thread: &std::thread::JoinHandle<()>, cpu: usize) -> io::Resul
     let rc = unsafe {
         libc::CPU_SET(cpu, &mut set);
         libc::pthread_setaffinity_np(
-            thread.as_pthread_t(),
+            // std's RawPthread is an integer; musl's pthread_t is a pointer, glibc's the same
+            // integer.
+            thread.as_pthread_t() as _,
             std::mem::size_of::<libc::cpu_set_t>(),
             &set,
         )
