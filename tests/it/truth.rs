@@ -73,8 +73,8 @@ fn a_process_whose_main_thread_exited_is_stopped_with_its_children() {
 fn a_descendant_hidden_from_proc_is_never_called_gone() {
     // With /proc mounted hidepid=invisible, vloer-run (uid 65534) cannot see a setuid-root
     // grandchild at all once its shell parent is gone; only the kernel's own answer (it still
-    // has a child) tells the truth. A grandchild: the main child's /proc files are opened while
-    // it is still ours, before an exec could make it root, so vloer-run may still see it.
+    // has a child) tells the truth. A grandchild: the main child's /proc files are opened as
+    // soon as it starts, possibly before its exec made it root, so vloer-run may still see it.
     let Some((dir, copy)) = crate::unconfirmed::setuid_helper() else {
         return;
     };
