@@ -151,6 +151,17 @@ pub fn pin(pid: Pid) {
     PIN.with(|p| *p.borrow_mut() = files.ok());
 }
 
+/// Lets go of `pid`'s files, as it is reaped: from then on its pid may name another process. (A
+/// pin left behind answers ESRCH for `stat` and `cmdline`, but an empty list for `children`.)
+pub fn unpin(pid: Pid) {
+    PIN.with(|p| {
+        let mut p = p.borrow_mut();
+        if p.as_ref().is_some_and(|pin| pin.pid == pid) {
+            *p = None;
+        }
+    });
+}
+
 /// Which of a pinned process's files.
 #[derive(Clone, Copy)]
 pub enum Kept {
@@ -211,11 +222,19 @@ mod tests {
         let zombie = super::super::read(pid).unwrap().expect("not reaped yet");
         assert_eq!(zombie.state, "Z");
         child.wait().unwrap();
+        // A reaped process's children list reads empty, not ESRCH: only the reaper can say it is
+        // no longer the process pinned, so it unpins (see supervisor/reap.rs).
+        assert!(read_pinned(pid, Kept::Children).is_some_and(|c| c.unwrap().is_empty()));
         // Reaped: the pin answers ESRCH, lets go, and the read goes by path.
         assert!(read_pinned(pid, Kept::Stat).is_none());
         assert!(pinned_cmdline(pid).is_none(), "the pin was let go");
-        assert!(super::super::read(pid)
-            .unwrap()
-            .is_none_or(|p| p.starttime != zombie.starttime));
+        let now = super::super::read(pid).unwrap();
+        assert!(now.map_or(true, |p| p.starttime != zombie.starttime));
+        // Unpinned at once, as the reaper does.
+        let me = Pid::from_raw(std::process::id() as i32);
+        pin(me);
+        assert!(pinned_cmdline(me).is_some());
+        unpin(me);
+        assert!(pinned_cmdline(me).is_none());
     }
 }

@@ -35,6 +35,8 @@ impl Supervisor {
             }
             match state {
                 ChildState::Exited(_) | ChildState::Signaled(_) if is_main => {
+                    // Its pid is free from now on: the files kept open on it must go first.
+                    crate::proctable::files::unpin(pid);
                     msg::verbose(format_args!("child {pid} ended: {state}"));
                     self.child.status = Some(state);
                     if let State::Stopping(s) = &mut self.state {
