@@ -94,18 +94,25 @@ def cross_cpu(client_cpu, helper):
              median_us(status), median_us(status) / r, "≤ 1.50×"),
         ]
     finally:
-        subprocess.run([BIN, "stop", "--control", sock], stdout=subprocess.DEVNULL)
+        end(inst, ref, tmp, sock, ref_sock)
+
+
+def end(inst, ref, tmp, sock, ref_sock):
+    """Stops the instance, closes the reference server's lifeline, waits for both (each pid is
+    ours), and removes their sockets and folder."""
+    subprocess.run([BIN, "stop", "--control", sock], stdout=subprocess.DEVNULL)
+    if ref:
         ref.stdin.close()
-        for proc in (inst, ref):
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for path in (sock, ref_sock):
-            if os.path.exists(path):
-                os.unlink(path)
-        os.rmdir(tmp)
+    for proc in [inst] + ([ref] if ref else []):
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for path in (sock, ref_sock):
+        if os.path.exists(path):
+            os.unlink(path)
+    os.rmdir(tmp)
 
 
 def wait_for(path, what):
@@ -235,19 +242,7 @@ def main():
             r = "" if ratio is None else f"{ratio:.2f}×"
             print(f"| {name} | {us:.0f} | {r} | {target} |")
     finally:
-        subprocess.run([BIN, "stop", "--control", sock], stdout=subprocess.DEVNULL)
-        for proc in [inst] + ([ref] if ref else []):
-            if proc is ref:
-                proc.stdin.close()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for path in (sock, ref_sock):
-            if os.path.exists(path):
-                os.unlink(path)
-        os.rmdir(tmp)
+        end(inst, ref, tmp, sock, ref_sock)
 
 
 if __name__ == "__main__":
