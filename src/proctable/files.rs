@@ -162,41 +162,68 @@ pub fn unpin(pid: Pid) {
     });
 }
 
-/// Which of a pinned process's files.
+/// Which of a process's files the loop reads (its command line goes to the reader thread, see
+/// `cmdline_reader`).
 #[derive(Clone, Copy)]
 pub enum Kept {
     Stat,
     Children,
 }
 
+impl Kept {
+    /// Its name under /proc, for `pid`'s main thread.
+    pub fn name(self, pid: Pid) -> String {
+        match self {
+            Kept::Stat => format!("{pid}/stat"),
+            Kept::Children => format!("{pid}/task/{pid}/children"),
+        }
+    }
+}
+
+/// Reads `which` of `pid` whole: through its pin when it has one, else by path.
+pub fn read_of(pid: Pid, which: Kept) -> io::Result<Vec<u8>> {
+    read_pinned(pid, which)
+        .unwrap_or_else(|| read_file(&which.name(pid), matches!(which, Kept::Stat)))
+}
+
+/// A read through a pin, unless it shows the process reaped (ESRCH): the pid may name another
+/// process by now, which only a read by path finds.
+fn unless_reaped(got: io::Result<Vec<u8>>) -> Option<io::Result<Vec<u8>>> {
+    match got {
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => None,
+        got => Some(got),
+    }
+}
+
 /// Reads a file of `pid` through its pin; None when `pid` is not pinned, or its pin shows it
-/// reaped (ESRCH, and the pin is let go): the pid may name another process by now, which only a
-/// read by path finds.
-pub fn read_pinned(pid: Pid, which: Kept) -> Option<io::Result<Vec<u8>>> {
+/// reaped (and the pin is let go).
+fn read_pinned(pid: Pid, which: Kept) -> Option<io::Result<Vec<u8>>> {
     PIN.with(|p| {
         let mut p = p.borrow_mut();
         let pin = p.as_ref().filter(|pin| pin.pid == pid)?;
-        let got = match which {
+        let got = unless_reaped(match which {
             Kept::Stat => read_kept(&pin.stat, true),
             Kept::Children => read_kept(&pin.children, false),
-        };
-        match got {
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                *p = None;
-                None
-            }
-            got => Some(got),
+        });
+        if got.is_none() {
+            *p = None;
         }
+        got
     })
 }
 
-/// The pinned command line file of `pid`, for the reader thread.
-pub fn pinned_cmdline(pid: Pid) -> Option<Arc<File>> {
-    PIN.with(|p| {
+/// The read of `pid`'s command line, for the reader thread: through the pin's file when it has
+/// one (the pin itself lives on the loop's thread), else by path.
+pub fn cmdline_reader(pid: Pid) -> crate::slowread::Read {
+    let kept = PIN.with(|p| {
         let p = p.borrow();
         p.as_ref()
             .filter(|pin| pin.pid == pid)
             .map(|pin| Arc::clone(&pin.cmdline))
+    });
+    Box::new(move || {
+        kept.and_then(|file| unless_reaped(read_kept(&file, false)))
+            .unwrap_or_else(|| read_file(&format!("{pid}/cmdline"), false))
     })
 }
 
@@ -214,7 +241,7 @@ mod tests {
         pin(pid);
         let stat = read_pinned(pid, Kept::Stat).expect("pinned").unwrap();
         assert!(String::from_utf8_lossy(&stat).starts_with(&format!("{pid} (sleep) ")));
-        assert!(pinned_cmdline(pid).is_some());
+        assert!(pinned(pid));
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
         // Exited, not yet reaped (WNOWAIT): the pin still shows it, as a zombie.
         use nix::sys::wait::{waitid, Id, WaitPidFlag};
@@ -227,14 +254,18 @@ mod tests {
         assert!(read_pinned(pid, Kept::Children).is_some_and(|c| c.unwrap().is_empty()));
         // Reaped: the pin answers ESRCH, lets go, and the read goes by path.
         assert!(read_pinned(pid, Kept::Stat).is_none());
-        assert!(pinned_cmdline(pid).is_none(), "the pin was let go");
+        assert!(!pinned(pid), "the pin was let go");
         let now = super::super::read(pid).unwrap();
         assert!(now.map_or(true, |p| p.starttime != zombie.starttime));
         // Unpinned at once, as the reaper does.
         let me = Pid::from_raw(std::process::id() as i32);
         pin(me);
-        assert!(pinned_cmdline(me).is_some());
+        assert!(pinned(me));
         unpin(me);
-        assert!(pinned_cmdline(me).is_none());
+        assert!(!pinned(me));
+    }
+
+    fn pinned(pid: Pid) -> bool {
+        PIN.with(|p| p.borrow().as_ref().is_some_and(|pin| pin.pid == pid))
     }
 }

@@ -114,37 +114,21 @@ fn parse_stat(bytes: &[u8]) -> Option<Proc> {
 
 /// Reads one process; `Ok(None)` when it no longer exists.
 pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
-    let name = format!("{pid}/stat");
-    let got =
-        files::read_pinned(pid, files::Kept::Stat).unwrap_or_else(|| files::read_file(&name, true));
-    let bytes = match got {
+    let name = || files::Kept::Stat.name(pid);
+    let bytes = match files::read_of(pid, files::Kept::Stat) {
         Ok(b) => b,
         Err(e) if gone(&e) => return Ok(None),
-        Err(e) => return Err(ProcError(format!("reading /proc/{name}: {e}"))),
+        Err(e) => return Err(ProcError(format!("reading /proc/{}: {e}", name()))),
     };
     parse_stat(&bytes)
         .map(Some)
-        .ok_or_else(|| ProcError(format!("parsing /proc/{name}: unexpected format")))
+        .ok_or_else(|| ProcError(format!("parsing /proc/{}: unexpected format", name())))
 }
 
 /// The command line of each process, arguments joined by spaces; empty for kernel threads, zombies
 /// and a process whose memory could not be read in time.
 pub fn cmdlines(pids: &[Pid]) -> Vec<String> {
-    let reads = pids
-        .iter()
-        .map(|&pid| -> crate::slowread::Read {
-            match files::pinned_cmdline(pid) {
-                // A reaped pin reads ESRCH: the pid may be another process's by now.
-                Some(file) => Box::new(move || match files::read_kept(&file, false) {
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {
-                        files::read_file(&format!("{pid}/cmdline"), false)
-                    }
-                    got => got,
-                }),
-                None => Box::new(move || files::read_file(&format!("{pid}/cmdline"), false)),
-            }
-        })
-        .collect();
+    let reads = pids.iter().map(|&pid| files::cmdline_reader(pid)).collect();
     crate::slowread::read_all(reads)
         .into_iter()
         .map(|read| {

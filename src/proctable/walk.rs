@@ -24,29 +24,31 @@ pub(super) fn have_children_files() -> bool {
 }
 
 pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<(), ProcError> {
-    let mut read_one = |name: String, got: io::Result<Vec<u8>>| -> Result<(), ProcError> {
-        match got {
-            Ok(s) => {
-                let s = String::from_utf8_lossy(&s);
-                out.extend(
-                    s.split_ascii_whitespace()
-                        .filter_map(|t| t.parse().ok())
-                        .map(Pid::from_raw),
-                );
-                Ok(())
+    // The list of thread `tid` of `pid`, as read.
+    let mut read_one =
+        |tid: &dyn std::fmt::Display, got: io::Result<Vec<u8>>| -> Result<(), ProcError> {
+            match got {
+                Ok(s) => {
+                    let s = String::from_utf8_lossy(&s);
+                    out.extend(
+                        s.split_ascii_whitespace()
+                            .filter_map(|t| t.parse().ok())
+                            .map(Pid::from_raw),
+                    );
+                    Ok(())
+                }
+                Err(e) if gone(&e) => Ok(()),
+                Err(e) => Err(ProcError(format!(
+                    "reading /proc/{pid}/task/{tid}/children: {e}"
+                ))),
             }
-            Err(e) if gone(&e) => Ok(()),
-            Err(e) => Err(ProcError(format!("reading /proc/{name}: {e}"))),
-        }
-    };
+        };
     if threads <= 1 {
-        let name = format!("{pid}/task/{pid}/children");
         let got = match (pid == me()).then(files::own_children).flatten() {
             Some(own) => files::read_kept(own, false),
-            None => files::read_pinned(pid, files::Kept::Children)
-                .unwrap_or_else(|| files::read_file(&name, false)),
+            None => files::read_of(pid, files::Kept::Children),
         };
-        return read_one(name, got);
+        return read_one(&pid, got);
     }
     // Children belong to the thread that forked them.
     let tids = match files::list(&format!("{pid}/task")) {
@@ -55,9 +57,8 @@ pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<
         Err(e) => return Err(ProcError(format!("reading /proc/{pid}/task: {e}"))),
     };
     for tid in tids {
-        let name = format!("{pid}/task/{tid}/children");
-        let got = files::read_file(&name, false);
-        read_one(name, got)?;
+        let got = files::read_file(&format!("{pid}/task/{tid}/children"), false);
+        read_one(&tid, got)?;
     }
     Ok(())
 }
