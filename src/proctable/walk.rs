@@ -3,6 +3,7 @@
 
 use super::*;
 use std::io;
+use std::os::fd::AsFd;
 
 /// The one-time costs of a scan, paid while the child starts rather than after it ends (the stop
 /// of a short run is on its critical path): the proof of /proc, our own children list, the main
@@ -197,6 +198,16 @@ pub(super) fn walk(me: Pid, mut visit: Option<&mut Visit<'_>>) -> Result<Vec<Pro
                 Some(_) => crate::sys::pidfd_open(pid).ok(),
                 None => None,
             };
+            if fd
+                .as_ref()
+                .is_some_and(|fd| crate::sys::pidfd_exited(fd.as_fd()))
+            {
+                // Exited: nothing to signal, and its children, if it had any, are ours already
+                // (`reparented_since` finds them). Asking the pidfd spares a read of /proc, and
+                // the kernel the /proc entries it would otherwise build, then tear down when the
+                // zombie is reaped: in a dying tree, most of what a stop's walk meets.
+                continue;
+            }
             if let Some(p) = read(pid)? {
                 if p.is_live() {
                     children_of(pid, p.threads, &mut queue)?;

@@ -22,6 +22,10 @@ use std::time::{Duration, Instant};
 /// How often the scope is rescanned when the kernel has no pidfds to wake us.
 const FALLBACK_TICK: Duration = Duration::from_millis(20);
 
+/// The most turns in a row a scan waits for the reaper (see `progress`): a tree that makes
+/// zombies faster than they are reaped must still be scanned, and its forks signalled.
+const MOST_TURNS_DEFERRED: u32 = 8;
+
 struct Tracked {
     /// Declared before `handle`, so it leaves the reactor while the pidfd is still open.
     wake: Option<Registration>,
@@ -60,6 +64,10 @@ pub struct Stop {
     last: LastScan,
     /// The main child's process group, while the stop can reach it in one call.
     group: Option<Group>,
+    /// The main child has exited and the processes held back for it wait for a scan.
+    release_due: bool,
+    /// Turns in a row whose scan waited for the reaper.
+    deferred: u32,
 }
 
 /// What the last scan left for the next one.
@@ -108,6 +116,8 @@ impl Stop {
             started: now,
             last: LastScan::default(),
             group: None,
+            release_due: false,
+            deferred: 0,
         }
     }
 
@@ -125,7 +135,7 @@ impl Stop {
         if self.phase == Phase::Done {
             return None;
         }
-        if self.last.vanished.is_some() || self.scan_due() {
+        if self.last.vanished.is_some() || self.scan_due() || self.release_due {
             return Some(Instant::now());
         }
         let tick = (!sys::have_pidfd()).then(|| Instant::now() + FALLBACK_TICK);
@@ -135,23 +145,23 @@ impl Stop {
         }
     }
 
-    /// Processes whose pidfd became readable have exited.
-    pub fn exited(&mut self, pids: &[Pid], now: Instant) {
+    /// Processes whose pidfd became readable have exited; the next `progress` moves on.
+    pub fn exited(&mut self, pids: &[Pid]) {
         for pid in pids {
             self.tracked.remove(pid);
         }
-        self.progress(now);
     }
 
-    /// The main child has exited: the rest of the scope now gets the stop signal too.
-    pub fn release(&mut self, now: Instant) {
+    /// The main child has exited: the rest of the scope now gets the stop signal too, at the
+    /// next `progress`.
+    pub fn release(&mut self) {
         // Nothing held back: what the scans found already has the stop signal, and whatever
         // appeared since is found when the tracked processes are gone.
         if self.plan.first_word.take().is_some()
             && self.phase == Phase::Grace
             && self.last.held_back
         {
-            self.round(now);
+            self.release_due = true;
         }
     }
 
@@ -160,23 +170,39 @@ impl Stop {
         self.plan.holds(self.phase, p)
     }
 
-    /// Something happened (a child was reaped, time passed): move on if we can.
-    pub fn progress(&mut self, now: Instant) {
+    /// Something happened (a child was reaped, time passed): move on if we can. `reaping`: the
+    /// run's last reap stopped at its batch size, so zombies are still waiting. A scan then
+    /// waits for the reaper, for a few turns at most, unless a phase just ended: each zombie
+    /// would cost the scan a read of /proc, and reaping it costs less (in a dying tree of
+    /// thousands, most of a scan's reads were zombies, and the proof that no child is left,
+    /// which needs them reaped, saves the scan altogether).
+    pub fn progress(&mut self, now: Instant, reaping: bool) {
         if self.phase == Phase::Done {
             return;
         }
+        let mut phase_ended = false;
         if self.deadline.is_some_and(|d| now >= d) {
             match self.phase {
                 Phase::Grace => {
                     self.phase = Phase::Kill;
                     self.deadline = Some(now + self.plan.kill_timeout);
                     self.tracked.clear();
+                    phase_ended = true;
                 }
                 _ => {
                     self.phase = Phase::Done;
                     return;
                 }
             }
+        }
+        if reaping && !phase_ended && self.deferred < MOST_TURNS_DEFERRED {
+            self.deferred += 1;
+            return;
+        }
+        self.deferred = 0;
+        if std::mem::take(&mut self.release_due) {
+            self.round(now);
+            return;
         }
         if !sys::have_pidfd() {
             // Without pidfds, liveness comes from rescans alone; each drops what it no longer

@@ -10,9 +10,9 @@ impl Supervisor {
         loop {
             let now = Instant::now();
             if let State::Stopping(stop) | State::Watching(stop) = &mut self.state {
-                stop.progress(now);
+                stop.progress(now, reap_more);
             }
-            self.progress_execs(now);
+            self.progress_execs(now, reap_more);
             // Under `--scope tree` the run's own stop covered every exec's processes, so an exec
             // that only watches them does not hold the run; `conclude` reports it.
             if self.main_done() && self.execs.running.values().all(|e| e.watch_only()) {
@@ -61,7 +61,7 @@ impl Supervisor {
                     id => self.execs.running.get_mut(&id).and_then(|e| e.stop_mut()),
                 };
                 if let Some(stop) = stop {
-                    stop.exited(&pids, now);
+                    stop.exited(&pids);
                 }
             }
             for event in control_events {

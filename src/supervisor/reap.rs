@@ -40,7 +40,7 @@ impl Supervisor {
                     msg::verbose(format_args!("child {pid} ended: {state}"));
                     self.child.status = Some(state);
                     if let State::Stopping(s) = &mut self.state {
-                        s.release(Instant::now());
+                        s.release();
                     }
                     // A reason means a stop already ran: `conclude` puts the state back to Running
                     // and reaps once more, and a child whose exit is only collected then (its

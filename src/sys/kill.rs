@@ -30,6 +30,14 @@ pub fn have_pidfd() -> bool {
     !NO_PIDFD.load(Ordering::Relaxed)
 }
 
+/// Whether the process of a pidfd has exited (it is a zombie, or reaped): the kernel makes the
+/// pidfd readable once its last thread has ended, after its children were handed to the reaper.
+pub fn pidfd_exited(fd: BorrowedFd<'_>) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    let mut fds = [PollFd::new(fd, PollFlags::POLLIN)];
+    matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0)
+}
+
 /// Sends `sig` through a pidfd, so a recycled pid can never be hit.
 pub fn pidfd_send_signal(fd: BorrowedFd<'_>, sig: Sig) -> io::Result<()> {
     pidfd_signal(fd, sig, 0)
@@ -87,4 +95,28 @@ pub fn killpg(pgid: Pid, sig: Sig) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn a_pidfd_reads_as_exited_once_the_process_is_a_zombie_and_not_before() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .expect("sleep");
+        let pid = Pid::from_raw(child.id() as i32);
+        let fd = pidfd_open(pid).expect("pidfd_open");
+        assert!(!pidfd_exited(fd.as_fd()), "a sleeping process");
+        kill(pid, Sig::KILL).unwrap();
+        // Exited, not yet reaped (WNOWAIT): a zombie.
+        use nix::sys::wait::{waitid, Id, WaitPidFlag};
+        waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT).unwrap();
+        assert!(pidfd_exited(fd.as_fd()), "a zombie");
+        child.wait().unwrap();
+        assert!(pidfd_exited(fd.as_fd()), "reaped");
+    }
 }

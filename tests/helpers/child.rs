@@ -24,6 +24,8 @@
 //!                                them as they die, or exits 0
 //!   orphans N READY              makes N processes that exit only after their parent did (orphaned
 //!                                zombies for the reaper), publishes their pids, then sleeps
+//!   zombie-parent N READY        SIGTERM ignored; forks N children that exit at once, publishes
+//!                                its pid once all N are zombies, then sleeps without reaping them
 //!   record OUT [GRANDOUT]        blocks every signal (1 to 64) and appends each one it receives (its number)
 //!                                to OUT after a first line `ready PID`; exits 0 after SIGTERM; with
 //!                                GRANDOUT a forked grandchild in the same group does the same
@@ -101,6 +103,7 @@ fn main() {
         ("many", [n, ready]) => many(parse_count(n), ready, false),
         ("many", [n, ready, then]) if then == "--then-exit" => many(parse_count(n), ready, true),
         ("orphans", [n, ready]) => orphans(parse_count(n), ready),
+        ("zombie-parent", [n, ready]) => zombie_parent(parse_count(n), ready),
         ("record", [out]) => record(out, None, libc::SIGTERM),
         ("record", [out, grand]) => record(out, Some(grand), libc::SIGTERM),
         ("record-until", [sig, out]) => record(out, None, parse_sig(sig)),
@@ -337,6 +340,31 @@ fn orphans(n: usize, ready: &str) -> ! {
             .filter_map(|t| t.parse::<i32>().ok()),
     );
     publish(ready, &pids);
+    sleep_forever()
+}
+
+fn zombie_parent(n: usize, ready: &str) -> ! {
+    ignore(libc::SIGTERM);
+    for _ in 0..n {
+        let pid = fork();
+        if pid == 0 {
+            quick_exit(0);
+        }
+        let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
+        // SAFETY: waitid writes one siginfo into valid memory; WNOWAIT leaves the zombie unreaped.
+        if unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid as libc::id_t,
+                info.as_mut_ptr(),
+                libc::WEXITED | libc::WNOWAIT,
+            )
+        } < 0
+        {
+            die(&format!("waitid: {}", std::io::Error::last_os_error()));
+        }
+    }
+    publish(ready, &[getpid()]);
     sleep_forever()
 }
 

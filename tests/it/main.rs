@@ -42,3 +42,5 @@ mod transparent;
 mod newcomer;
 // Issue 15, in a container runtime: PID 1 waits for its answered clients.
 mod container;
+// Issue 14, what a stop costs vloer-run: nothing is read of what already exited.
+mod cost;
