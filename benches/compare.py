@@ -389,11 +389,21 @@ def w_latency(ws, helper, rounds):
         reap_orphans()
 
 
+def wrapper_cpu_ns(pid):
+    """The time on the CPU of `pid`'s main thread, in ns (/proc/PID/schedstat), or None."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def stop_once(argv, helper, n, daemon, linger=0.3):
     """Starts a tree of n processes (+1 setsid daemon) under argv, waits until every one is up,
     sends SIGTERM to the wrapper, and waits for the wrapper's exit and each tree process's exit.
     Returns (ns until the wrapper exited and nothing of the tree was alive or None, processes
-    left behind `linger` s after the wrapper exited, verdict dict or None)."""
+    left behind `linger` s after the wrapper exited, verdict dict or None, the CPU time in ns of
+    the wrapper's main thread over its whole run or None)."""
     c = Child(argv + [helper, "tree", str(n)] + (["--daemon"] if daemon else []), out=True, err=True)
     try:
         line = c.readline(120)
@@ -412,6 +422,7 @@ def stop_once(argv, helper, n, daemon, linger=0.3):
         t0 = time.monotonic_ns()
         os.kill(c.pid, signal.SIGTERM)
         wrapper_done = None
+        cpu = None
         last = t0
         hard_end = t0 + 30e9
         while True:
@@ -426,6 +437,8 @@ def stop_once(argv, helper, n, daemon, linger=0.3):
                 poller.unregister(fd)
                 if fd == c.pidfd:
                     wrapper_done = t
+                    # Exited, not yet waited for: a zombie still shows its time on the CPU.
+                    cpu = wrapper_cpu_ns(c.pid)
                 else:
                     waiting.pop(fd, None)
                     last = max(last, t)
@@ -444,7 +457,7 @@ def stop_once(argv, helper, n, daemon, linger=0.3):
                     pass
         for fd in fds.values():
             os.close(fd)
-        return elapsed, left, verdict
+        return elapsed, left, verdict, cpu
     finally:
         c.end(signal.SIGKILL)
         reap_orphans()
@@ -459,9 +472,9 @@ def w_tree_stop(ws, helper, n, reps):
             for w in rotated(ws, i):
                 res[w.name].append(stop_once(w.group, helper, n, daemon))
         for name, runs in res.items():
-            done = [e for e, _, _ in runs if e is not None]
-            lefts = [l for _, l, _ in runs]
-            bad = [v for _, _, v in runs if v is not None and not v.get("stopped")]
+            done = [r[0] for r in runs if r[0] is not None]
+            lefts = [r[1] for r in runs]
+            bad = [r[2] for r in runs if r[2] is not None and not r[2].get("stopped")]
             out[(name, daemon)] = (median(done) if len(done) == len(runs) else None, max(lefts), len(done), len(runs), bad)
     return out
 
@@ -479,9 +492,9 @@ def w_cost_curve(ws, vloer, helper, sizes, reps, bystanders):
             if tini:
                 truns.append(stop_once(tini.group, helper, n, False))
         out[n] = summarize_vloer(runs)
-        done = [e for e, _, _ in truns if e is not None]
+        done = [r[0] for r in truns if r[0] is not None]
         out[("tini", n)] = (median(done) if truns and len(done) == len(truns) else None,
-                            max((l for _, l, _ in truns), default=None))
+                            max((r[1] for r in truns), default=None))
     idle = Child([helper, "idle", str(bystanders)], out=True)
     try:
         if idle.readline(120) != "ready":
@@ -495,11 +508,13 @@ def w_cost_curve(ws, vloer, helper, sizes, reps, bystanders):
 
 
 def summarize_vloer(runs):
-    done = [e for e, _, _ in runs if e is not None]
-    verdicts = [v for _, _, v in runs]
+    done = [r[0] for r in runs if r[0] is not None]
+    verdicts = [r[2] for r in runs]
+    cpus = [r[3] for r in runs if r[3] is not None]
     ok = all(v is not None and v.get("stopped") is True for v in verdicts)
     ems = [v["elapsed_ms"] for v in verdicts if v]
-    return (median(done) if len(done) == len(runs) else None, max(l for _, l, _ in runs), ok, median(ems))
+    return (median(done) if len(done) == len(runs) else None, max(r[1] for r in runs), ok, median(ems),
+            median(cpus) if cpus else None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -654,16 +669,16 @@ def print_table(R, ws, missing, vloer, elapsed, quick):
         reps = R["curve_reps"]
         t10 = cv[10][0]
         for n, k in zip([10, 100, 1000, 5000], reps):
-            e, left, ok, ems = cv[n]
+            e, left, ok, ems, cpu = cv[n]
             te, tleft = cv.get(("tini", n), (None, None))
             cells = [fmt(None if e is None else e / MS, "ms") + ratio(e, te) + ("" if ok and left == 0 else " **not proven**")]
             cells += [(fmt(None if te is None else te / MS, "ms") + ("" if not tleft else f", {tleft} left") + " (`-g`)")
                       if nm == "tini" else "" for nm in names[1:]]
             big = n >= 1000
-            rows.append((f"7 stop, {n}-process tree, median of {k} (vloer-run's verdict elapsed_ms {fmt(ems, '', 0)})",
+            rows.append((f"7 stop, {n}-process tree, median of {k} (vloer-run's verdict elapsed_ms {fmt(ems, '', 0)}; its own CPU {fmt(None if cpu is None else cpu / MS, 'ms', 1)})",
                          cells, "≤ 1.5× tini -g" if big else "",
                          yes(None if e is None or te is None else e <= 1.5 * te) if big else ""))
-        e, left, ok, ems = cv["bystanders"]
+        e, left, ok, ems, _ = cv["bystanders"]
         rows.append((f"7 vloer-run stop, 10-process tree with 5000 bystanders, median of {reps[0]} (verdict elapsed_ms {fmt(ems, '', 0)})",
                      [fmt(None if e is None else e / MS, "ms") + ratio(e, t10) + ("" if ok and left == 0 else " **not proven**")] + [""] * (len(names) - 1),
                      "≤ 1.5× the 10-tree", yes(None if e is None or t10 is None else e <= 1.5 * t10)))
