@@ -109,9 +109,12 @@ mod tests {
             .spawn()
             .expect("sleep");
         let pid = Pid::from_raw(child.id() as i32);
-        let fd = pidfd_open(pid).expect("pidfd_open");
-        assert!(!pidfd_exited(fd.as_fd()), "a sleeping process");
+        let fd = pidfd_open(pid);
+        let exited_while_asleep = fd.as_ref().ok().map(|fd| pidfd_exited(fd.as_fd()));
+        // Ended before any assertion, so that a failing one leaves nothing running.
         kill(pid, Sig::KILL).unwrap();
+        let fd = fd.expect("pidfd_open");
+        assert_eq!(exited_while_asleep, Some(false), "a sleeping process");
         // Exited, not yet reaped (WNOWAIT): a zombie.
         use nix::sys::wait::{waitid, Id, WaitPidFlag};
         waitid(Id::Pid(pid), WaitPidFlag::WEXITED | WaitPidFlag::WNOWAIT).unwrap();
