@@ -172,10 +172,9 @@ impl Stop {
 
     /// Something happened (a child was reaped, time passed): move on if we can. `reaping`: the
     /// run's last reap stopped at its batch size, so zombies are still waiting. A scan then
-    /// waits for the reaper, for a few turns at most, unless a phase just ended: each zombie
-    /// would cost the scan a read of /proc, and reaping it costs less (in a dying tree of
-    /// thousands, most of a scan's reads were zombies, and the proof that no child is left,
-    /// which needs them reaped, saves the scan altogether).
+    /// waits for the reaper, for a few turns at most, unless a phase just ended: a scan would
+    /// open a pidfd on each zombie only to learn it exited, while reaping it costs less, and once
+    /// none is left the kernel's "no child" (see `round`) ends the stop without a scan at all.
     pub fn progress(&mut self, now: Instant, reaping: bool) {
         if self.phase == Phase::Done {
             return;
