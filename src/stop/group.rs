@@ -24,6 +24,9 @@ pub(super) struct Group {
     /// that started later missed it); until the first scan after it, which tracks the members
     /// it reached without signalling them again.
     called_at: Option<u64>,
+    /// How long the call took: the kernel signals and wakes each member in it, so a large group
+    /// shows in its length (see `Stop::group_dying`).
+    pub(super) call_took: Duration,
 }
 
 impl Group {
@@ -34,6 +37,7 @@ impl Group {
             leader_unreaped: g.leader_unreaped,
             kill_counted: false,
             called_at: None,
+            call_took: Duration::ZERO,
         }
     }
 }
@@ -50,6 +54,7 @@ impl Stop {
         let (Some(sig), Some(tick)) = (self.plan.group_signal(g.pgid), sys::boot_ticks()) else {
             return;
         };
+        let start = Instant::now();
         let through_pidfd = g
             .pidfd
             .as_ref()
@@ -67,6 +72,7 @@ impl Stop {
                 g.pgid
             ));
             g.called_at = Some(tick);
+            g.call_took = start.elapsed();
         }
     }
 

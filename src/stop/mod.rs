@@ -2,10 +2,13 @@
 
 mod deliver;
 mod group;
+mod pace;
 mod plan;
 
 pub use group::ChildGroup;
 use group::Group;
+use pace::Pace;
+pub use pace::Reaped;
 pub use plan::{FirstTarget, FirstWord, StopPlan};
 use plan::{Phase, Signals};
 
@@ -21,10 +24,6 @@ use std::time::{Duration, Instant};
 
 /// How often the scope is rescanned when the kernel has no pidfds to wake us.
 const FALLBACK_TICK: Duration = Duration::from_millis(20);
-
-/// The most turns in a row a scan waits for the reaper (see `progress`): a tree that makes
-/// zombies faster than they are reaped must still be scanned, and its forks signalled.
-const MOST_TURNS_DEFERRED: u32 = 8;
 
 struct Tracked {
     /// Declared before `handle`, so it leaves the reactor while the pidfd is still open.
@@ -66,8 +65,8 @@ pub struct Stop {
     group: Option<Group>,
     /// The main child has exited and the processes held back for it wait for a scan.
     release_due: bool,
-    /// Turns in a row whose scan waited for the reaper.
-    deferred: u32,
+    /// What the run's reaper did during the stop (see `pace`).
+    pace: Pace,
 }
 
 /// What the last scan left for the next one.
@@ -117,7 +116,7 @@ impl Stop {
             last: LastScan::default(),
             group: None,
             release_due: false,
-            deferred: 0,
+            pace: Pace::default(),
         }
     }
 
@@ -135,8 +134,12 @@ impl Stop {
         if self.phase == Phase::Done {
             return None;
         }
-        if self.last.vanished.is_some() || self.scan_due() || self.release_due {
+        if self.last.vanished.is_some() || self.release_due {
             return Some(Instant::now());
+        }
+        if self.scan_due() {
+            let now = Instant::now();
+            return Some(self.group_dying(now).unwrap_or(now));
         }
         let tick = (!sys::have_pidfd()).then(|| Instant::now() + FALLBACK_TICK);
         match (self.deadline, tick) {
@@ -170,12 +173,13 @@ impl Stop {
         self.plan.holds(self.phase, p)
     }
 
-    /// Something happened (a child was reaped, time passed): move on if we can. `reaping`: the
-    /// run's last reap stopped at its batch size, so zombies are still waiting. A scan then
-    /// waits for the reaper, for a few turns at most, unless a phase just ended: a scan would
-    /// open a pidfd on each zombie only to learn it exited, while reaping it costs less, and once
-    /// none is left the kernel's "no child" (see `round`) ends the stop without a scan at all.
-    pub fn progress(&mut self, now: Instant, reaping: bool) {
+    /// Something happened (a child was reaped, time passed): move on if we can. `reaped`: what
+    /// the run's last reap did. A scan waits for the reaper (see `waits_for_reaper`) unless a
+    /// phase just ended: a scan would open a pidfd on each zombie only to learn it exited, and
+    /// read each member that is about to die, while reaping costs less, and once none is left
+    /// the kernel's "no child" (see `round`) ends the stop without a scan at all.
+    pub fn progress(&mut self, now: Instant, reaped: Reaped) {
+        self.pace.note(now, reaped);
         if self.phase == Phase::Done {
             return;
         }
@@ -194,11 +198,9 @@ impl Stop {
                 }
             }
         }
-        if reaping && !phase_ended && self.deferred < MOST_TURNS_DEFERRED {
-            self.deferred += 1;
+        if !phase_ended && self.waits_for_reaper(now, reaped) {
             return;
         }
-        self.deferred = 0;
         if std::mem::take(&mut self.release_due) {
             self.round(now);
             return;

@@ -4,15 +4,15 @@ use super::*;
 
 impl Supervisor {
     pub(super) fn event_loop(&mut self) -> anyhow::Result<()> {
-        // The last reap stopped at its batch size: the next turn reaps on without sleeping, as
-        // no new SIGCHLD may come for the children already waiting.
-        let mut reap_more = false;
         loop {
             let now = Instant::now();
+            // A full batch: this turn reaps on without sleeping, as no new SIGCHLD may come for
+            // the children already waiting.
+            let reaped = std::mem::take(&mut self.turn_reaped);
             if let State::Stopping(stop) | State::Watching(stop) = &mut self.state {
-                stop.progress(now, reap_more);
+                stop.progress(now, reaped);
             }
-            self.progress_execs(now, reap_more);
+            self.progress_execs(now, reaped);
             // Under `--scope tree` the run's own stop covered every exec's processes, so an exec
             // that only watches them does not hold the run; `conclude` reports it.
             if self.main_done() && self.execs.running.values().all(|e| e.watch_only()) {
@@ -24,7 +24,7 @@ impl Supervisor {
             let ready = self
                 .sources
                 .reactor
-                .wait(if reap_more {
+                .wait(if reaped.full {
                     Some(now)
                 } else {
                     self.deadline()
@@ -48,9 +48,9 @@ impl Supervisor {
                 }
             }
             if got_signals {
-                reap_more = self.on_signals(reap_more)?;
-            } else if reap_more {
-                reap_more = self.reap();
+                self.on_signals(reaped.full)?;
+            } else if reaped.full {
+                self.reap();
             }
             for (owner, pids) in exited {
                 let stop = match owner {
@@ -100,8 +100,8 @@ impl Supervisor {
     }
 
     /// Reads and handles the pending signals, then reaps if SIGCHLD was one of them or `reap`
-    /// asks for it. Returns what `reap` returned (false if it did not run).
-    fn on_signals(&mut self, reap: bool) -> anyhow::Result<bool> {
+    /// asks for it.
+    fn on_signals(&mut self, reap: bool) -> anyhow::Result<()> {
         let infos =
             sys::read_signals(self.sources.signals.fd()).context("reading signals (signalfd)")?;
         let mut chld = false;
@@ -120,7 +120,10 @@ impl Supervisor {
                 self.on_signal(info);
             }
         }
-        Ok((chld || reap) && self.reap())
+        if chld || reap {
+            self.reap();
+        }
+        Ok(())
     }
 
     /// Exec timeouts and the run's `--timeout`.

@@ -22,8 +22,8 @@ use crate::reactor::{Key, Reactor, Watched};
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
 use crate::stop::ChildGroup;
-use crate::stop::{FirstTarget, FirstWord, Outcome, Stop, StopPlan, Wake};
-use crate::sys::{self, ChildSetup, ChildState};
+use crate::stop::{FirstTarget, FirstWord, Outcome, Reaped, Stop, StopPlan, Wake};
+use crate::sys::{self, ChildSetup, ChildState, Waited};
 use crate::terminal::Terminal;
 use crate::verdict::{Reason, Sink, Verdict};
 use anyhow::Context;
@@ -56,6 +56,8 @@ pub struct Supervisor {
     record: Record,
     requests: Requests,
     execs: Execs,
+    /// What the reaps since the loop's turn began did, for the stops (see `Stop::progress`).
+    turn_reaped: Reaped,
 }
 
 /// The reactor, and what wakes the run besides its members and clients: signals, and the
@@ -163,6 +165,7 @@ impl Supervisor {
                 ..Requests::default()
             },
             execs: Execs::default(),
+            turn_reaped: Reaped::default(),
             config,
         })
     }

@@ -8,20 +8,35 @@ const REAP_BATCH: usize = 1024;
 
 impl Supervisor {
     /// Reaps the children that have changed state, at most `REAP_BATCH`; the main child's end
-    /// may start the stop. True when the batch was full, so that more may be waiting.
-    pub(super) fn reap(&mut self) -> bool {
+    /// may start the stop. Says how many ended and whether the batch was full, so that more may
+    /// be waiting; the loop's next turn hears it too, with every other reap since its last.
+    pub(super) fn reap(&mut self) -> Reaped {
+        let done = self.reap_batch();
+        self.turn_reaped = self.turn_reaped.then(done);
+        done
+    }
+
+    fn reap_batch(&mut self) -> Reaped {
         // Stop reports are only acted on for the main child; one ask per batch is enough, since
         // a report queued after it comes with its own SIGCHLD.
         let mut job = self.child.pid.filter(|_| self.child.status.is_none());
+        let mut done = Reaped::default();
         for _ in 0..REAP_BATCH {
             let (pid, state) = match sys::wait_any(job.take()) {
-                Ok(Some(x)) => x,
-                Ok(None) => return false,
+                Ok(Waited::Child(pid, state)) => (pid, state),
+                Ok(Waited::NoneReady) => return done,
+                Ok(Waited::NoChildren) => {
+                    done.none_left = true;
+                    return done;
+                }
                 Err(e) => {
                     self.record.errors.push(format!("waitpid: {e}"));
-                    return false;
+                    return done;
                 }
             };
+            if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
+                done.ended += 1;
+            }
             let is_main = Some(pid) == self.child.pid;
             let plan = self.plan(None);
             if let Some(e) = self.execs.running.values_mut().find(|e| e.pid == pid) {
@@ -103,6 +118,7 @@ impl Supervisor {
                 ChildState::Stopped(_) | ChildState::Continued => {}
             }
         }
-        true
+        done.full = true;
+        done
     }
 }

@@ -3,13 +3,13 @@
 use super::*;
 
 impl Supervisor {
-    /// Moves exec stops on, and reports every finished exec to its client. `reaping`: as for
-    /// `Stop::progress`.
-    pub(super) fn progress_execs(&mut self, now: Instant, reaping: bool) {
+    /// Moves exec stops on, and reports every finished exec to its client. `reaped`: the last
+    /// turn's reap, as for `Stop::progress`.
+    pub(super) fn progress_execs(&mut self, now: Instant, reaped: Reaped) {
         let mut finished = Vec::new();
         for (id, e) in self.execs.running.iter_mut() {
             if let Some(s) = e.stop_mut() {
-                s.progress(now, reaping);
+                s.progress(now, reaped);
                 if s.is_done() {
                     finished.push(*id);
                 }

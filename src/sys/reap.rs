@@ -11,11 +11,21 @@ pub enum ChildState {
     Continued,
 }
 
-/// Reaps one child without blocking; `None` when no child has changed state. Stop and continue
+/// What one `wait_any` found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waited {
+    Child(Pid, ChildState),
+    /// Children exist, but none has changed state.
+    NoneReady,
+    /// vloer-run has no child at all.
+    NoChildren,
+}
+
+/// Reaps one child without blocking. Stop and continue
 /// reports are asked of `job` alone (the main child, the only one whose are acted on): with
 /// WUNTRACED | WCONTINUED, each waitpid(-1) also checks the signal state of every live child it
 /// passes on its way to a zombie, which made reaping 5000 orphans as PID 1 slower than tini's.
-pub fn wait_any(job: Option<Pid>) -> io::Result<Option<(Pid, ChildState)>> {
+pub fn wait_any(job: Option<Pid>) -> io::Result<Waited> {
     let mut status: libc::c_int = 0;
     let mut pid = 0;
     if let Some(job) = job {
@@ -39,12 +49,12 @@ pub fn wait_any(job: Option<Pid>) -> io::Result<Option<(Pid, ChildState)>> {
     if pid < 0 {
         let err = io::Error::last_os_error();
         return match err.raw_os_error() {
-            Some(libc::ECHILD) => Ok(None),
+            Some(libc::ECHILD) => Ok(Waited::NoChildren),
             _ => Err(err),
         };
     }
     if pid == 0 {
-        return Ok(None);
+        return Ok(Waited::NoneReady);
     }
     let state = if libc::WIFEXITED(status) {
         ChildState::Exited(libc::WEXITSTATUS(status))
@@ -55,7 +65,7 @@ pub fn wait_any(job: Option<Pid>) -> io::Result<Option<(Pid, ChildState)>> {
     } else {
         ChildState::Continued
     };
-    Ok(Some((Pid::from_raw(pid), state)))
+    Ok(Waited::Child(Pid::from_raw(pid), state))
 }
 
 /// What `children_left` found among vloer-run's own children.

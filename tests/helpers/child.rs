@@ -26,6 +26,11 @@
 //!                                zombies for the reaper), publishes their pids, then sleeps
 //!   zombie-parent N READY        SIGTERM ignored; forks N children that exit at once, publishes
 //!                                its pid once all N are zombies, then sleeps without reaping them
+//!   dying-group N READY [--daemon]
+//!                                forks N children in its group that wait for SIGTERM and then
+//!                                exit in bursts of 50, one burst every 5 ms; publishes all pids
+//!                                (its own first); SIGTERM ends it at once. --daemon: first starts
+//!                                a setsid() daemon (as `daemon`), published last
 //!   record OUT [GRANDOUT]        blocks every signal (1 to 64) and appends each one it receives (its number)
 //!                                to OUT after a first line `ready PID`; exits 0 after SIGTERM; with
 //!                                GRANDOUT a forked grandchild in the same group does the same
@@ -104,6 +109,10 @@ fn main() {
         ("many", [n, ready, then]) if then == "--then-exit" => many(parse_count(n), ready, true),
         ("orphans", [n, ready]) => orphans(parse_count(n), ready),
         ("zombie-parent", [n, ready]) => zombie_parent(parse_count(n), ready),
+        ("dying-group", [n, ready]) => dying_group(parse_count(n), ready, false),
+        ("dying-group", [n, ready, d]) if d == "--daemon" => {
+            dying_group(parse_count(n), ready, true)
+        }
         ("record", [out]) => record(out, None, libc::SIGTERM),
         ("record", [out, grand]) => record(out, Some(grand), libc::SIGTERM),
         ("record-until", [sig, out]) => record(out, None, parse_sig(sig)),
@@ -215,6 +224,14 @@ fn pipe() -> (OwnedFd, OwnedFd) {
 }
 
 fn daemon(pidfile: &str, undumpable: bool) -> ! {
+    let pid = setsid_daemon(undumpable);
+    publish(pidfile, &[pid]);
+    exit(0)
+}
+
+/// Double fork + setsid(): a daemon that sleeps until killed, in a session of its own. Returns
+/// its pid once it is up; the first child is reaped.
+fn setsid_daemon(undumpable: bool) -> i32 {
     let (r, w) = pipe();
     let first = fork();
     if first == 0 {
@@ -232,16 +249,16 @@ fn daemon(pidfile: &str, undumpable: bool) -> ! {
                 libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
             }
         }
-        publish(pidfile, &[getpid()]);
-        let _ = std::fs::File::from(w).write_all(b"x");
+        let _ = std::fs::File::from(w).write_all(format!("{}\n", getpid()).as_bytes());
         sleep_forever();
     }
     drop(w);
-    // The original leaves only once the daemon has published its pid, so the test knows it.
-    let mut byte = [0u8; 1];
-    let _ = std::fs::File::from(r).read(&mut byte);
+    let mut text = String::new();
+    let _ = std::fs::File::from(r).read_to_string(&mut text);
     reap(first);
-    exit(0)
+    text.trim()
+        .parse()
+        .unwrap_or_else(|_| die("the daemon did not report its pid"))
 }
 
 fn reap(pid: i32) {
@@ -365,6 +382,35 @@ fn zombie_parent(n: usize, ready: &str) -> ! {
         }
     }
     publish(ready, &[getpid()]);
+    sleep_forever()
+}
+
+fn dying_group(n: usize, ready: &str, daemon: bool) -> ! {
+    let daemon = daemon.then(|| setsid_daemon(false));
+    let term = {
+        let mut set = nix::sys::signal::SigSet::empty();
+        set.add(nix::sys::signal::Signal::SIGTERM);
+        set
+    };
+    // Blocked before the forks, so that no child can die of SIGTERM before it waits for it.
+    term.thread_block()
+        .unwrap_or_else(|e| die(&format!("sigprocmask: {e}")));
+    let mut pids = vec![getpid()];
+    for i in 0..n {
+        let pid = fork();
+        if pid == 0 {
+            if term.wait().is_err() {
+                die("sigwait");
+            }
+            std::thread::sleep(Duration::from_millis(5 * (i / 50) as u64));
+            quick_exit(0);
+        }
+        pids.push(pid);
+    }
+    term.thread_unblock()
+        .unwrap_or_else(|e| die(&format!("sigprocmask: {e}")));
+    pids.extend(daemon);
+    publish(ready, &pids);
     sleep_forever()
 }
 
