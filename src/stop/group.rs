@@ -24,9 +24,10 @@ pub(super) struct Group {
     /// that started later missed it); until the first scan after it, which tracks the members
     /// it reached without signalling them again.
     called_at: Option<u64>,
-    /// How long the call took: the kernel signals and wakes each member in it, so a large group
-    /// shows in its length (see `Stop::group_dying`).
-    pub(super) call_took: Duration,
+    /// The CPU time the call took: the kernel signals and wakes each member in it, so a large
+    /// group shows in its length (see `Stop::group_dying`). CPU time, as the members it wakes
+    /// may run before it returns, and that time is not the call's.
+    pub(super) call_cpu: Duration,
 }
 
 impl Group {
@@ -37,7 +38,7 @@ impl Group {
             leader_unreaped: g.leader_unreaped,
             kill_counted: false,
             called_at: None,
-            call_took: Duration::ZERO,
+            call_cpu: Duration::ZERO,
         }
     }
 }
@@ -54,7 +55,7 @@ impl Stop {
         let (Some(sig), Some(tick)) = (self.plan.group_signal(g.pgid), sys::boot_ticks()) else {
             return;
         };
-        let start = Instant::now();
+        let start = sys::thread_cpu_time();
         let through_pidfd = g
             .pidfd
             .as_ref()
@@ -72,7 +73,7 @@ impl Stop {
                 g.pgid
             ));
             g.called_at = Some(tick);
-            g.call_took = start.elapsed();
+            g.call_cpu = sys::thread_cpu_time().saturating_sub(start);
         }
     }
 

@@ -12,16 +12,16 @@ const MOST_TURNS_DEFERRED: u32 = 8;
 /// outside the group hears the signal as early as it can.
 const LARGE: usize = 256;
 
-/// A group call that took this long reached a large group, even before any member died of it:
-/// the kernel signals and wakes each member in the call (0.6 to 1 µs apiece measured here, 4 ms
-/// for 5000 members, 0.12 ms for 200), or members it woke ran before the call returned.
-const LONG_CALL: Duration = Duration::from_micros(250);
+/// A group call that took this much CPU time reached a large group, even before any member died
+/// of it: the kernel signals and wakes each member in the call. Measured here: 77–600 µs for 200
+/// members, 0.5–1.5 ms for 1000, 1.6–9 ms for 5000 (CPU time: wall time also counts the members
+/// that ran before the call returned, 4.9 ms once for 200).
+const LONG_CALL: Duration = Duration::from_millis(1);
 
-/// How long the first scan after a group call waits after the last child reaped (or after the
-/// call): a dying group reaps far more often than this, while a group that has stopped dying, or
-/// ignores the signal, does not. Tens of milliseconds: the members woken all at once by the call
-/// hold both CPUs of a small machine before the first of them exits (over 20 ms measured here,
-/// with two groups of 1000 stopping side by side).
+/// How long the first scan after a group call waits after the last child reaped: a dying group
+/// reaps far more often than this, while a group that has stopped dying, or ignores the signal,
+/// does not. Tens of milliseconds, as the members still running hold the CPUs of a small machine
+/// between exits (20 ms measured here, two groups of 1000 stopping side by side).
 const QUIET: Duration = Duration::from_millis(50);
 
 /// What one turn's reap did, as a stop needs to know it.
@@ -90,15 +90,18 @@ impl Stop {
     /// Until when the first scan after the group call waits, at least: while the group dies of
     /// the call, each member it reads is one the reaper would have collected a moment later, and
     /// a scan in the middle of a 5000-process group read 600 to 4600 of them (vloer-run's CPU
-    /// for the stop went from about 30 ms to 150 and more). Until `QUIET` after the last reap
-    /// or the call's end.
+    /// for the stop went from about 30 ms to 150 and more). Until `QUIET` after the last reap.
     pub(super) fn group_dying(&self, now: Instant) -> Option<Instant> {
         if !self.waits_for_group(now) {
             return None;
         }
-        let call_end = self.started + self.group.as_ref().map_or(Duration::ZERO, |g| g.call_took);
-        let last = self.pace.last_ended.map_or(call_end, |t| t.max(call_end));
-        let until = (last + QUIET).min(self.wait_bound());
+        let until = match self.pace.last_ended {
+            Some(last) => (last + QUIET).min(self.wait_bound()),
+            // Before the first exit: every member the call woke may have to run first (a group
+            // of 3000 held two CPUs for over 95 ms before one of them exited), so the scan waits
+            // for that exit, or the bound if none comes.
+            None => self.wait_bound(),
+        };
         (now < until).then_some(until)
     }
 
@@ -106,10 +109,7 @@ impl Stop {
     /// the grace, so that a member outside the group keeps three quarters of it however long
     /// the group takes to die.
     fn waits_for_group(&self, now: Instant) -> bool {
-        let long_call = self
-            .group
-            .as_ref()
-            .is_some_and(|g| g.call_took >= LONG_CALL);
+        let long_call = self.group.as_ref().is_some_and(|g| g.call_cpu >= LONG_CALL);
         self.scan_due() && (self.pace.ended >= LARGE || long_call) && now < self.wait_bound()
     }
 

@@ -110,6 +110,20 @@ pub fn boot_ticks() -> Option<u64> {
     Some(ts.tv_sec as u64 * hz + ts.tv_nsec as u64 / (1_000_000_000 / hz))
 }
 
+/// The CPU time the calling thread has used: unlike the wall clock, it does not count the time
+/// other tasks held the CPU. Zero if the clock cannot be read.
+pub fn thread_cpu_time() -> std::time::Duration {
+    let mut ts = MaybeUninit::<libc::timespec>::zeroed();
+    // SAFETY: clock_gettime writes one timespec into valid, writable memory, or fails.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, ts.as_mut_ptr()) };
+    // SAFETY: written by the kernel on success; zeroed is a valid timespec anyway.
+    let ts = unsafe { ts.assume_init() };
+    if rc != 0 {
+        return std::time::Duration::ZERO;
+    }
+    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
 /// The CPU the calling thread runs on now; None where the kernel cannot say.
 pub fn current_cpu() -> Option<usize> {
     // SAFETY: sched_getcpu takes no arguments; it returns a CPU number or -1.

@@ -28,7 +28,7 @@
 //!                                its pid once all N are zombies, then sleeps without reaping them
 //!   dying-group N READY [--daemon]
 //!                                forks N children in its group that wait for SIGTERM and then
-//!                                exit in bursts of 50, one burst every 5 ms; publishes all pids
+//!                                exit in 20 bursts, one every 5 ms; publishes all pids
 //!                                (its own first); SIGTERM ends it at once. --daemon: first starts
 //!                                a setsid() daemon (as `daemon`), published last
 //!   record OUT [GRANDOUT]        blocks every signal (1 to 64) and appends each one it receives (its number)
@@ -402,7 +402,7 @@ fn dying_group(n: usize, ready: &str, daemon: bool) -> ! {
             if term.wait().is_err() {
                 die("sigwait");
             }
-            std::thread::sleep(Duration::from_millis(5 * (i / 50) as u64));
+            std::thread::sleep(Duration::from_millis(5 * (i / (n / 20).max(1)) as u64));
             quick_exit(0);
         }
         pids.push(pid);
