@@ -87,10 +87,10 @@ impl Stop {
         self.waits_for_group(now) && matches!(sys::children_left(), Ok(sys::Children::Zombies))
     }
 
-    /// Until when the first scan after the group call waits, at least: while the group dies of
-    /// the call, each member it reads is one the reaper would have collected a moment later, and
-    /// a scan in the middle of a 5000-process group read 600 to 4600 of them (vloer-run's CPU
-    /// for the stop went from about 30 ms to 150 and more). Until `QUIET` after the last reap.
+    /// Until when the first scan after the group call waits, if it does: while the group dies of
+    /// the call, each member a scan reads is one the reaper would have collected a moment later,
+    /// and a scan in the middle of a 5000-process group read 600 to 4600 of them (vloer-run's
+    /// CPU for the stop went from about 30 ms to 150 and more). Until `QUIET` after the last reap.
     pub(super) fn group_dying(&self, now: Instant) -> Option<Instant> {
         if !self.waits_for_group(now) {
             return None;

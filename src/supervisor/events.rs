@@ -6,8 +6,8 @@ impl Supervisor {
     pub(super) fn event_loop(&mut self) -> anyhow::Result<()> {
         loop {
             let now = Instant::now();
-            // A full batch: this turn reaps on without sleeping, as no new SIGCHLD may come for
-            // the children already waiting.
+            // What the reaps since the last turn did. After a full batch this turn reaps on
+            // without sleeping, as no new SIGCHLD may come for the children already waiting.
             let reaped = std::mem::take(&mut self.turn_reaped);
             if let State::Stopping(stop) | State::Watching(stop) = &mut self.state {
                 stop.progress(now, reaped);
