@@ -63,6 +63,28 @@ impl Pace {
             self.last_ended = Some(now);
         }
     }
+
+    /// Whether the group the call reached is large: the call took `call_cpu`, or `LARGE` of
+    /// its members have died.
+    fn large(&self, call_cpu: Duration) -> bool {
+        self.ended >= LARGE || call_cpu >= LONG_CALL
+    }
+
+    /// Until when a scan waits for a large group to die, if it does (see `Stop::group_dying`):
+    /// `QUIET` after the last exit, or `bound` before the first one.
+    fn group_wait(&self, call_cpu: Duration, bound: Instant, now: Instant) -> Option<Instant> {
+        if !self.large(call_cpu) {
+            return None;
+        }
+        let until = match self.last_ended {
+            Some(last) => (last + QUIET).min(bound),
+            // Before the first exit: every member the call woke may have to run first (a group
+            // of 3000 held two CPUs for over 95 ms before one of them exited), so the scan waits
+            // for that exit, or the bound if none comes.
+            None => bound,
+        };
+        (now < until).then_some(until)
+    }
 }
 
 impl Stop {
@@ -92,25 +114,22 @@ impl Stop {
     /// and a scan in the middle of a 5000-process group read 600 to 4600 of them (vloer-run's
     /// CPU for the stop went from about 30 ms to 150 and more). Until `QUIET` after the last reap.
     pub(super) fn group_dying(&self, now: Instant) -> Option<Instant> {
-        if !self.waits_for_group(now) {
+        if !self.scan_due() {
             return None;
         }
-        let until = match self.pace.last_ended {
-            Some(last) => (last + QUIET).min(self.wait_bound()),
-            // Before the first exit: every member the call woke may have to run first (a group
-            // of 3000 held two CPUs for over 95 ms before one of them exited), so the scan waits
-            // for that exit, or the bound if none comes.
-            None => self.wait_bound(),
-        };
-        (now < until).then_some(until)
+        self.pace
+            .group_wait(self.call_cpu(), self.wait_bound(), now)
     }
 
     /// The first scan after a call that reached a large group, before the bound: a quarter of
     /// the grace, so that a member outside the group keeps three quarters of it however long
     /// the group takes to die.
     fn waits_for_group(&self, now: Instant) -> bool {
-        let long_call = self.group.as_ref().is_some_and(|g| g.call_cpu >= LONG_CALL);
-        self.scan_due() && (self.pace.ended >= LARGE || long_call) && now < self.wait_bound()
+        self.scan_due() && self.pace.large(self.call_cpu()) && now < self.wait_bound()
+    }
+
+    fn call_cpu(&self) -> Duration {
+        self.group.as_ref().map_or(Duration::ZERO, |g| g.call_cpu)
     }
 
     fn wait_bound(&self) -> Instant {
@@ -122,6 +141,13 @@ impl Stop {
 mod tests {
     use super::*;
 
+    fn reaped(ended: usize) -> Reaped {
+        Reaped {
+            ended,
+            ..Reaped::default()
+        }
+    }
+
     #[test]
     fn only_turns_that_reaped_count_as_the_reaper_at_work() {
         let t0 = Instant::now();
@@ -129,14 +155,54 @@ mod tests {
         pace.note(t0, Reaped::default());
         assert_eq!((pace.ended, pace.last_ended), (0, None));
         let t1 = t0 + Duration::from_millis(1);
-        pace.note(
-            t1,
-            Reaped {
-                ended: 3,
-                ..Reaped::default()
-            },
-        );
+        pace.note(t1, reaped(3));
         pace.note(t1 + QUIET, Reaped::default());
         assert_eq!((pace.ended, pace.last_ended), (3, Some(t1)));
+    }
+
+    #[test]
+    fn a_reap_adds_up_and_its_state_is_the_latest() {
+        let first = Reaped {
+            ended: 1024,
+            full: true,
+            none_left: false,
+        };
+        let r = first.then(Reaped {
+            ended: 5,
+            full: false,
+            none_left: true,
+        });
+        assert_eq!((r.ended, r.full, r.none_left), (1029, false, true));
+    }
+
+    #[test]
+    fn a_small_group_is_scanned_at_once() {
+        let t0 = Instant::now();
+        let bound = t0 + Duration::from_secs(1);
+        let mut pace = Pace::default();
+        assert_eq!(pace.group_wait(Duration::from_micros(150), bound, t0), None);
+        pace.note(t0, reaped(LARGE - 1));
+        assert_eq!(pace.group_wait(Duration::from_micros(150), bound, t0), None);
+    }
+
+    #[test]
+    fn a_large_group_is_waited_for_until_it_stops_dying_or_the_bound() {
+        let t0 = Instant::now();
+        let bound = t0 + Duration::from_secs(1);
+        let long = LONG_CALL;
+        let mut pace = Pace::default();
+        // Before its first exit: up to the bound, and no longer.
+        assert_eq!(pace.group_wait(long, bound, t0), Some(bound));
+        assert_eq!(pace.group_wait(long, bound, bound), None);
+        // Dying: until QUIET after the last exit.
+        let t1 = t0 + Duration::from_millis(10);
+        pace.note(t1, reaped(40));
+        assert_eq!(pace.group_wait(long, bound, t1), Some(t1 + QUIET));
+        assert_eq!(pace.group_wait(long, bound, t1 + QUIET), None);
+        // Large by its dead alone, whatever the call took; still capped by the bound.
+        let mut pace = Pace::default();
+        let late = bound - Duration::from_millis(1);
+        pace.note(late, reaped(LARGE));
+        assert_eq!(pace.group_wait(Duration::ZERO, bound, late), Some(bound));
     }
 }
