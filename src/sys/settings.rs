@@ -95,33 +95,31 @@ pub fn signalfd_for(sigs: &[Sig]) -> io::Result<OwnedFd> {
 /// Now, in the unit of `/proc/PID/stat`'s start time: clock ticks since boot. A process whose
 /// start time is greater started after this moment. None if the clock cannot be read.
 pub fn boot_ticks() -> Option<u64> {
-    let mut ts = MaybeUninit::<libc::timespec>::zeroed();
-    // SAFETY: clock_gettime writes one timespec into valid, writable memory, or fails.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, ts.as_mut_ptr()) };
-    // SAFETY: written by the kernel on success; zeroed is a valid timespec anyway.
-    let ts = unsafe { ts.assume_init() };
+    let now = clock(libc::CLOCK_BOOTTIME)?;
     // SAFETY: sysconf takes a plain integer.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if rc != 0 || hz <= 0 {
+    if hz <= 0 {
         return None;
     }
     // The kernel's own rounding (nsec_to_clock_t): down.
     let hz = hz as u64;
-    Some(ts.tv_sec as u64 * hz + ts.tv_nsec as u64 / (1_000_000_000 / hz))
+    Some(now.as_secs() * hz + u64::from(now.subsec_nanos()) / (1_000_000_000 / hz))
 }
 
 /// The CPU time the calling thread has used: unlike the wall clock, it does not count the time
 /// other tasks held the CPU. Zero if the clock cannot be read.
 pub fn thread_cpu_time() -> std::time::Duration {
+    clock(libc::CLOCK_THREAD_CPUTIME_ID).unwrap_or_default()
+}
+
+/// The time on clock `id`; None if it cannot be read.
+fn clock(id: libc::clockid_t) -> Option<std::time::Duration> {
     let mut ts = MaybeUninit::<libc::timespec>::zeroed();
     // SAFETY: clock_gettime writes one timespec into valid, writable memory, or fails.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, ts.as_mut_ptr()) };
+    let rc = unsafe { libc::clock_gettime(id, ts.as_mut_ptr()) };
     // SAFETY: written by the kernel on success; zeroed is a valid timespec anyway.
     let ts = unsafe { ts.assume_init() };
-    if rc != 0 {
-        return std::time::Duration::ZERO;
-    }
-    std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    (rc == 0).then(|| std::time::Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32))
 }
 
 /// The CPU the calling thread runs on now; None where the kernel cannot say.
