@@ -67,26 +67,33 @@ pub fn open(name: &str) -> io::Result<File> {
 }
 
 /// Reads `name` under /proc whole; see `read_kept`.
-pub fn read_file(name: &str, line: bool) -> io::Result<Vec<u8>> {
-    read_kept(&open(name)?, line)
+pub fn read_file(name: &str) -> io::Result<Vec<u8>> {
+    read_kept(&open(name)?)
 }
+
+/// A read that comes back more than this many bytes short of what was asked reached the end of
+/// the file: more than any one record of a seq_file (a children entry is at most 8 bytes).
+const SHORT: usize = 64;
 
 /// Reads a /proc file whole from its start, so a file kept open shows the process as it is now.
 /// /proc files report size 0, so a plain read loop beats std's (which would stat the file and
-/// grow its buffer from 32 bytes). With `line`, the file is one line, whole once its newline came,
-/// and the read that would only return the end is skipped.
-pub fn read_kept(file: &File, line: bool) -> io::Result<Vec<u8>> {
+/// grow its buffer from 32 bytes). The files read here (stat, children, cmdline, environ) fill a
+/// read up to the end of their text, except that a seq_file (children) stops short by less than
+/// one record when the next would not fit: a read shorter by more than `SHORT` bytes ended the
+/// file, and the read that would only say so is skipped.
+pub fn read_kept(file: &File) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
     loop {
         match file.read_at(&mut chunk, buf.len() as u64) {
-            Ok(0) => return Ok(buf),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                if n + SHORT < chunk.len() {
+                    return Ok(buf);
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
-        }
-        if line && buf.last() == Some(&b'\n') {
-            return Ok(buf);
         }
     }
 }
@@ -182,8 +189,7 @@ impl Kept {
 
 /// Reads `which` of `pid` whole: through its pin when it has one, else by path.
 pub fn read_of(pid: Pid, which: Kept) -> io::Result<Vec<u8>> {
-    read_pinned(pid, which)
-        .unwrap_or_else(|| read_file(&which.name(pid), matches!(which, Kept::Stat)))
+    read_pinned(pid, which).unwrap_or_else(|| read_file(&which.name(pid)))
 }
 
 /// A read through a pin, unless it shows the process reaped (ESRCH): the pid may name another
@@ -202,8 +208,8 @@ fn read_pinned(pid: Pid, which: Kept) -> Option<io::Result<Vec<u8>>> {
         let mut p = p.borrow_mut();
         let pin = p.as_ref().filter(|pin| pin.pid == pid)?;
         let got = unless_reaped(match which {
-            Kept::Stat => read_kept(&pin.stat, true),
-            Kept::Children => read_kept(&pin.children, false),
+            Kept::Stat => read_kept(&pin.stat),
+            Kept::Children => read_kept(&pin.children),
         });
         if got.is_none() {
             *p = None;
@@ -222,8 +228,8 @@ pub fn cmdline_reader(pid: Pid) -> crate::slowread::Read {
             .map(|pin| Arc::clone(&pin.cmdline))
     });
     Box::new(move || {
-        kept.and_then(|file| unless_reaped(read_kept(&file, false)))
-            .unwrap_or_else(|| read_file(&format!("{pid}/cmdline"), false))
+        kept.and_then(|file| unless_reaped(read_kept(&file)))
+            .unwrap_or_else(|| read_file(&format!("{pid}/cmdline")))
     })
 }
 
@@ -263,6 +269,60 @@ mod tests {
         assert!(pinned(me));
         unpin(me);
         assert!(!pinned(me));
+    }
+
+    #[test]
+    fn a_children_list_or_command_line_longer_than_one_read_is_read_whole() {
+        use std::process::{Command, Stdio};
+        // A children list is a seq_file, which fills a read only up to the last entry that fits:
+        // several reads of nearly 4096 bytes, none of them the end.
+        let mut kids: Vec<_> = (0..1000)
+            .map(|_| Command::new("sleep").arg("60").spawn().expect("sleep"))
+            .collect();
+        let tid = nix::unistd::gettid();
+        let got = read_file(&format!("{}/task/{tid}/children", me()));
+        // A command line is read up to its end: 40 arguments of 200 bytes.
+        let arg = "x".repeat(200);
+        let mut sh = Command::new("sh")
+            .args(["-c", "echo; read x", "sh"])
+            .args(std::iter::repeat(&arg).take(40))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sh");
+        // Its line says it runs: its command line is in place.
+        let mut started = [0u8; 1];
+        std::io::Read::read_exact(sh.stdout.as_mut().unwrap(), &mut started).unwrap();
+        let cmdline = read_file(&format!("{}/cmdline", sh.id()));
+        drop(sh.stdin.take());
+        sh.wait().unwrap();
+        let mut want: Vec<u32> = kids.iter().map(|k| k.id()).collect();
+        for k in &mut kids {
+            let _ = k.kill();
+            k.wait().unwrap();
+        }
+        let got = got.expect("our children list");
+        assert!(got.len() > 4096, "{} bytes", got.len());
+        let mut listed: Vec<u32> = String::from_utf8(got)
+            .unwrap()
+            .split_ascii_whitespace()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        listed.sort_unstable();
+        want.sort_unstable();
+        assert_eq!(listed, want);
+        let mut expected = b"sh\0-c\0echo; read x\0sh\0".to_vec();
+        for _ in 0..40 {
+            expected.extend_from_slice(arg.as_bytes());
+            expected.push(0);
+        }
+        let cmdline = cmdline.expect("its command line");
+        assert!(
+            cmdline == expected,
+            "read {} bytes of a {}-byte command line",
+            cmdline.len(),
+            expected.len()
+        );
     }
 
     fn pinned(pid: Pid) -> bool {

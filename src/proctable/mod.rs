@@ -154,7 +154,7 @@ pub fn exec_marker(id: u64) -> String {
 fn has_env(pid: Pid, entry: &str) -> Result<bool, String> {
     let name = format!("{pid}/environ");
     let read = name.clone();
-    match crate::slowread::read(Box::new(move || files::read_file(&read, false))) {
+    match crate::slowread::read(Box::new(move || files::read_file(&read))) {
         Ok(env) => Ok(env.split(|b| *b == 0).any(|e| e == entry.as_bytes())),
         Err(e) if gone(&e) => Ok(false),
         Err(e) => Err(format!("cannot read /proc/{name}: {e}")),
@@ -198,7 +198,7 @@ mod stat_tests {
     #[test]
     fn parse_stat_agrees_with_procfs() {
         // A real line with a comm that has parentheses, spaces and invalid UTF-8 in it.
-        let real = files::read_file("self/stat", true).unwrap();
+        let real = files::read_file("self/stat").unwrap();
         let close = real.iter().rposition(|b| *b == b')').unwrap();
         let mut odd = b"4242 (a) (b \xff)".to_vec();
         odd.extend_from_slice(&real[close + 1..]);
@@ -209,7 +209,7 @@ mod stat_tests {
             if pid.parse::<i32>().is_err() {
                 continue;
             }
-            let Ok(bytes) = files::read_file(&format!("{pid}/stat"), true) else {
+            let Ok(bytes) = files::read_file(&format!("{pid}/stat")) else {
                 continue;
             };
             assert_eq!(

@@ -46,7 +46,7 @@ pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<
         };
     if threads <= 1 {
         let got = match (pid == me()).then(files::own_children).flatten() {
-            Some(own) => files::read_kept(own, false),
+            Some(own) => files::read_kept(own),
             None => files::read_of(pid, files::Kept::Children),
         };
         return read_one(&pid, got);
@@ -58,7 +58,7 @@ pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<
         Err(e) => return Err(ProcError(format!("reading /proc/{pid}/task: {e}"))),
     };
     for tid in tids {
-        let got = files::read_file(&format!("{pid}/task/{tid}/children"), false);
+        let got = files::read_file(&format!("{pid}/task/{tid}/children"));
         read_one(&tid, got)?;
     }
     Ok(())
