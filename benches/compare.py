@@ -671,7 +671,6 @@ def print_table(R, ws, missing, vloer, elapsed, quick):
     if "curve" in R:
         cv = R["curve"]
         reps = R["curve_reps"]
-        t10 = cv[10][0]
         for n, k in zip([10, 100, 1000, 5000], reps):
             e, left, ok, ems, cpu = cv[n]
             te, tleft = cv.get(("tini", n), (None, None))

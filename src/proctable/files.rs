@@ -271,37 +271,49 @@ mod tests {
         assert!(!pinned(me));
     }
 
+    /// Ends and reaps, by pid, the processes a test started, even when it fails on the way.
+    struct Started(Vec<std::process::Child>);
+
+    impl Drop for Started {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+
     #[test]
     fn a_children_list_or_command_line_longer_than_one_read_is_read_whole() {
         use std::process::{Command, Stdio};
         // A children list is a seq_file, which fills a read only up to the last entry that fits:
         // several reads of nearly 4096 bytes, none of them the end.
-        let mut kids: Vec<_> = (0..1000)
-            .map(|_| Command::new("sleep").arg("60").spawn().expect("sleep"))
-            .collect();
+        let mut started = Started(Vec::new());
+        for _ in 0..1000 {
+            started
+                .0
+                .push(Command::new("sleep").arg("60").spawn().expect("sleep"));
+        }
+        let mut want: Vec<u32> = started.0.iter().map(|k| k.id()).collect();
         let tid = nix::unistd::gettid();
-        let got = read_file(&format!("{}/task/{tid}/children", me()));
+        let got = read_file(&format!("{}/task/{tid}/children", me())).expect("our children");
         // A command line is read up to its end: 40 arguments of 200 bytes.
         let arg = "x".repeat(200);
-        let mut sh = Command::new("sh")
+        let sh = Command::new("sh")
             .args(["-c", "echo; read x", "sh"])
             .args(std::iter::repeat(&arg).take(40))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
             .expect("sh");
+        started.0.push(sh);
+        let sh = started.0.last_mut().unwrap();
         // Its line says it runs: its command line is in place.
-        let mut started = [0u8; 1];
-        std::io::Read::read_exact(sh.stdout.as_mut().unwrap(), &mut started).unwrap();
-        let cmdline = read_file(&format!("{}/cmdline", sh.id()));
-        drop(sh.stdin.take());
-        sh.wait().unwrap();
-        let mut want: Vec<u32> = kids.iter().map(|k| k.id()).collect();
-        for k in &mut kids {
-            let _ = k.kill();
-            k.wait().unwrap();
-        }
-        let got = got.expect("our children list");
+        let mut line = [0u8; 1];
+        std::io::Read::read_exact(sh.stdout.as_mut().unwrap(), &mut line).unwrap();
+        let cmdline = read_file(&format!("{}/cmdline", sh.id())).expect("its command line");
+        drop(started);
+
         assert!(got.len() > 4096, "{} bytes", got.len());
         let mut listed: Vec<u32> = String::from_utf8(got)
             .unwrap()
@@ -316,7 +328,6 @@ mod tests {
             expected.extend_from_slice(arg.as_bytes());
             expected.push(0);
         }
-        let cmdline = cmdline.expect("its command line");
         assert!(
             cmdline == expected,
             "read {} bytes of a {}-byte command line",
