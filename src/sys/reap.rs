@@ -21,10 +21,10 @@ pub enum Waited {
     NoChildren,
 }
 
-/// Reaps one child without blocking. Stop and continue
-/// reports are asked of `job` alone (the main child, the only one whose are acted on): with
-/// WUNTRACED | WCONTINUED, each waitpid(-1) also checks the signal state of every live child it
-/// passes on its way to a zombie, which made reaping 5000 orphans as PID 1 slower than tini's.
+/// Reaps one child without blocking. Stop and continue reports are asked of `job` alone (the
+/// main child, the only one whose are acted on): with WUNTRACED | WCONTINUED, each waitpid(-1)
+/// also checks the signal state of every live child it passes on its way to a zombie, which made
+/// reaping 5000 orphans as PID 1 slower than tini's.
 pub fn wait_any(job: Option<Pid>) -> io::Result<Waited> {
     let mut status: libc::c_int = 0;
     let mut pid = 0;
