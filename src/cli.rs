@@ -1,6 +1,7 @@
 //! The command line: one clap definition for the run, its environment variables, and the clients.
 
 use crate::duration;
+pub use crate::scope::Kind as ScopeKind;
 use crate::signal::{Rewrite, Sig};
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -56,15 +57,6 @@ pub enum WhenChildExits {
     Stop,
     /// Wait for every descendant to exit on its own (still bounded by --timeout).
     Wait,
-}
-
-/// Which processes the stop covers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ScopeArg {
-    /// Every descendant of vloer-run, setsid() and daemonized ones included.
-    Tree,
-    /// The child's process group only (processes that leave it are neither signalled nor checked).
-    Group,
 }
 
 /// Who hears the stop signal first.
@@ -167,8 +159,8 @@ pub struct StopArgs {
     pub timeout: Option<Duration>,
 
     /// Which processes the stop covers and checks.
-    #[arg(long, env = "VLOER_SCOPE", value_enum, default_value_t = ScopeArg::Tree, value_name = "SCOPE")]
-    pub scope: ScopeArg,
+    #[arg(long, env = "VLOER_SCOPE", value_enum, default_value_t = ScopeKind::Tree, value_name = "SCOPE")]
+    pub scope: ScopeKind,
 }
 
 /// What the run reports: the verdict, the exit status, messages.

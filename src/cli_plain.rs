@@ -66,7 +66,7 @@ fn defaults(command: Vec<OsString>) -> RunArgs {
             kill_timeout: Duration::from_secs(2),
             stop_on: vec![Sig::TERM],
             timeout: None,
-            scope: ScopeArg::Tree,
+            scope: crate::scope::Kind::Tree,
         },
         output: OutputArgs {
             verdict: VerdictTo::Stderr,

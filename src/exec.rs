@@ -4,8 +4,8 @@
 use crate::control::proto::ExitReport;
 use crate::control::{ConnId, ExecRequest};
 use crate::exit::{self, Exit};
-use crate::proctable::Scope;
 use crate::reactor::Reactor;
+use crate::scope::{ExecScope, Scope};
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
 use crate::stop::{Outcome, Stop, StopPlan, Wake};
@@ -53,6 +53,8 @@ pub struct Exec {
     pub pid: Pid,
     pub argv: Vec<OsString>,
     pub started: Instant,
+    /// Its start time in /proc (see `ExecScope::root_start`).
+    start_time: u64,
     timeout: Option<Duration>,
     pub status: Option<ChildState>,
     phase: Phase,
@@ -78,7 +80,7 @@ impl Exec {
         };
         let mut stdio = stdio.into_iter();
         let (stdin, stdout, stderr) = (stdio.next(), stdio.next(), stdio.next());
-        let marker = crate::proctable::exec_marker(conn);
+        let marker = crate::scope::marker(conn);
         let (key, value) = marker.split_once('=').expect("NAME=VALUE");
         let pid = spawn::spawn(&argv, setup, |cmd| {
             if let Some(env) = &env {
@@ -103,9 +105,16 @@ impl Exec {
             cmd.stderr(stdio(&stderr)?);
             Ok(())
         })?;
+        // Read while it is our unreaped child, so the pid can only name it. Unreadable (no /proc
+        // yet): 0, and the exec's stop, which reads /proc too, then proves nothing.
+        let start_time = crate::proctable::read(pid)
+            .ok()
+            .flatten()
+            .map_or(0, |p| p.starttime);
         Ok(Exec {
             conn,
             pid,
+            start_time,
             argv,
             started: Instant::now(),
             timeout,
@@ -123,10 +132,11 @@ impl Exec {
     }
 
     pub fn scope(&self) -> Scope {
-        Scope::Exec {
+        Scope::Exec(ExecScope {
             root: self.pid,
+            root_start: self.start_time,
             id: self.conn,
-        }
+        })
     }
 
     /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop

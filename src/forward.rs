@@ -1,7 +1,8 @@
 //! What a received signal does: a pure decision (`decide`), then the delivery to the child's
 //! group or the child, never to a process outside the run.
 
-use crate::proctable::{self, Handle, Proc, Scope};
+use crate::proctable::{self, Handle, Proc};
+use crate::scope::Scope;
 use crate::signal::{Rewrite, Sig};
 use crate::{msg, sys};
 use nix::unistd::Pid;
@@ -106,7 +107,7 @@ pub fn deliver(target: Target<'_>, sig: Sig) {
 /// a pidfd, after re-reading it: neither a recycled pid nor a recycled group id is ever hit, nor
 /// a process outside the run.
 fn forward_to_group_in_tree(pgid: Pid, sig: Sig) {
-    let procs = match proctable::scan(Scope::Tree, &Default::default()) {
+    let procs = match proctable::tree() {
         Ok(procs) => procs,
         Err(e) => {
             msg::verbose(format_args!("could not forward {sig}: {e}"));
@@ -116,8 +117,7 @@ fn forward_to_group_in_tree(pgid: Pid, sig: Sig) {
     let tree: std::collections::HashSet<Pid> = procs.iter().map(|p| p.pid).collect();
     let mut sent = 0;
     for p in procs.iter().filter(|p| p.pgid == pgid && p.is_live()) {
-        let still =
-            |f: &Proc| f.pgid == pgid && f.is_live() && proctable::belongs(f, Scope::Tree, &tree);
+        let still = |f: &Proc| f.pgid == pgid && f.is_live() && Scope::Tree.belongs(f, &tree);
         if let Ok(Some((handle, _))) = Handle::open(p, still) {
             if handle.signal(sig).is_ok() {
                 sent += 1;

@@ -18,6 +18,7 @@ mod forward;
 mod msg;
 mod proctable;
 mod reactor;
+mod scope;
 mod signal;
 mod slowread;
 mod spawn;

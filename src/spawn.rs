@@ -88,7 +88,9 @@ fn or_script(
         }
         other => other,
     };
-    started.map_err(SpawnError::of)
+    let pid = started.map_err(SpawnError::of)?;
+    crate::scope::spawned(pid);
+    Ok(pid)
 }
 
 fn vfork_argv(argv: &[OsString], setup: ChildSetup) -> io::Result<Pid> {

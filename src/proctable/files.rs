@@ -54,6 +54,47 @@ fn prove(dir: BorrowedFd<'_>) -> Result<(), ProcError> {
     }
 }
 
+/// Why the proven /proc may not list every process: mounted with `hidepid`, it hides other
+/// users' processes from a reader without CAP_SYS_PTRACE (root sees them all). None when it
+/// shows everything. Asked once: the proof is made once too.
+pub fn hides_processes() -> Option<String> {
+    static HIDES: OnceLock<Option<String>> = OnceLock::new();
+    let root = root().ok()?;
+    HIDES
+        .get_or_init(|| {
+            let options = mount_options(root).unwrap_or_default();
+            let hidepid = options
+                .split(',')
+                .find_map(|o| o.strip_prefix("hidepid="))
+                .filter(|v| !matches!(*v, "0" | "off"));
+            (hidepid.is_some() && !nix::unistd::geteuid().is_root()).then(|| {
+                "/proc is mounted with hidepid, so it hides other users' processes from                  vloer-run (not root), and no listing can prove them gone"
+                    .to_string()
+            })
+        })
+        .clone()
+}
+
+/// The superblock options of the mount `dir` lies on, from its mount id in our fdinfo.
+fn mount_options(dir: BorrowedFd<'_>) -> Option<String> {
+    use std::os::fd::AsRawFd;
+    let info = read_file(&format!("self/fdinfo/{}", dir.as_raw_fd())).ok()?;
+    let info = String::from_utf8_lossy(&info);
+    let id = info
+        .lines()
+        .find_map(|l| l.strip_prefix("mnt_id:"))?
+        .trim()
+        .to_string();
+    let mounts = read_file("self/mountinfo").ok()?;
+    let mounts = String::from_utf8_lossy(&mounts);
+    let line = mounts
+        .lines()
+        .find(|l| l.split(' ').next() == Some(id.as_str()))?;
+    // "... - proc proc rw,hidepid=invisible"
+    let (_, fs) = line.split_once(" - ")?;
+    fs.split(' ').nth(2).map(str::to_string)
+}
+
 /// Opens `name` (such as `42/stat`) under the proven /proc.
 pub fn open(name: &str) -> io::Result<File> {
     let root = root().map_err(|e| io::Error::other(e.0))?;

@@ -9,7 +9,6 @@ pub use walk::*;
 use crate::sys::own_pid as me;
 use nix::unistd::Pid;
 use serde::Serialize;
-use std::collections::HashSet;
 use std::io;
 use std::os::fd::OwnedFd;
 
@@ -30,8 +29,8 @@ pub struct Proc {
     pub starttime: u64,
     #[serde(skip)]
     pub threads: i64,
-    /// Why it cannot be told whether this process belongs to the scope (an exec's process whose
-    /// environment cannot be read): it is neither signalled nor proven gone.
+    /// Why it cannot be told whether this process belongs to the scope (an orphan an exec may
+    /// have left): it is neither signalled nor proven gone.
     #[serde(skip)]
     pub doubt: Option<String>,
 }
@@ -51,19 +50,6 @@ impl Proc {
             _ => true,
         }
     }
-}
-
-/// Which processes a stop covers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// Every descendant of vloer-run.
-    Tree,
-    /// The members of one process group, wherever they are in the tree, and its leader (the main
-    /// child).
-    Group(Pid),
-    /// An exec started through the control socket: its process, its group, their descendants,
-    /// and orphans adopted by vloer-run whose environment carries the exec's marker.
-    Exec { root: Pid, id: u64 },
 }
 
 /// Why `/proc` could not prove anything.
@@ -144,35 +130,13 @@ pub fn cmdlines(pids: &[Pid]) -> Vec<String> {
         .collect()
 }
 
-/// The `NAME=VALUE` entry every exec's environment carries, unique within this instance.
-pub fn exec_marker(id: u64) -> String {
-    format!("VLOER_EXEC_ID={}:{id}", me())
-}
-
-/// Whether `pid`'s environment holds `entry`; an error when it cannot be read (another user's
-/// process, one that made itself undumpable, a read blocked on its memory lock): that is not a no.
-fn has_env(pid: Pid, entry: &str) -> Result<bool, String> {
+/// `pid`'s environment, or why it cannot be read (another user's process, one that made itself
+/// undumpable, a read blocked on its memory lock): that is not an empty one.
+pub fn environ(pid: Pid) -> Result<Vec<u8>, String> {
     let name = format!("{pid}/environ");
     let read = name.clone();
-    match crate::slowread::read(Box::new(move || files::read_file(&read))) {
-        Ok(env) => Ok(env.split(|b| *b == 0).any(|e| e == entry.as_bytes())),
-        Err(e) if gone(&e) => Ok(false),
-        Err(e) => Err(format!("cannot read /proc/{name}: {e}")),
-    }
-}
-
-/// Whether `p` (freshly read) belongs to `scope`, given the members already known to be inside.
-pub fn belongs(p: &Proc, scope: Scope, known: &HashSet<Pid>) -> bool {
-    match scope {
-        Scope::Group(pgid) => p.pgid == pgid || p.pid == pgid,
-        Scope::Tree => p.ppid == me() || known.contains(&p.ppid),
-        Scope::Exec { root, id } => {
-            p.pid == root
-                || p.pgid == root
-                || known.contains(&p.ppid)
-                || (p.ppid == me() && has_env(p.pid, &exec_marker(id)) == Ok(true))
-        }
-    }
+    crate::slowread::read(Box::new(move || files::read_file(&read)))
+        .map_err(|e| format!("cannot read /proc/{name}: {e}"))
 }
 
 #[cfg(test)]

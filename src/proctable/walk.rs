@@ -1,7 +1,7 @@
-//! Reading the scope from /proc: the tree by its children files (or all of /proc where the
-//! kernel has none), the group, an exec's processes.
+//! Reading the tree from /proc: by its children files, or all of /proc where the kernel has none.
 
 use super::*;
+use std::collections::HashSet;
 use std::io;
 use std::os::fd::AsFd;
 
@@ -65,7 +65,7 @@ pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<
 }
 
 /// Every process in /proc (the fallback when children files are missing).
-pub(super) fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
+pub fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
     let names = files::list(".").map_err(|e| ProcError(format!("reading /proc: {e}")))?;
     let mut out = Vec::new();
     for name in names {
@@ -83,70 +83,9 @@ pub(super) fn all(me: Pid) -> Result<Vec<Proc>, ProcError> {
     Ok(out)
 }
 
-/// Reads the scope afresh: every process in it, zombies included (callers filter with `is_live`).
-/// vloer-run itself is never part of it. `seeds` are processes already known to be members
-/// (an exec's tracked processes), whose children belong too even after they were reparented.
-pub fn scan(scope: Scope, seeds: &HashSet<Pid>) -> Result<Vec<Proc>, ProcError> {
-    files::root()?;
-    let me = me();
-    match scope {
-        // Only inside the tree: every member of the child's group descends from vloer-run (its
-        // reaper), while a process elsewhere with that group id took the number after the group
-        // emptied and the child was reaped, and must never be signalled.
-        Scope::Group(pgid) => Ok(tree(me)?
-            .into_iter()
-            .filter(|p| p.pgid == pgid || p.pid == pgid)
-            .collect()),
-        Scope::Tree => tree(me),
-        Scope::Exec { root, id } => {
-            let procs = tree(me)?;
-            let mut inside: HashSet<Pid> = seeds.clone();
-            inside.extend(
-                procs
-                    .iter()
-                    .filter(|p| p.pid == root || p.pgid == root)
-                    .map(|p| p.pid),
-            );
-            // Lineage is lost when an orphan is reparented to us; the marker in its environment
-            // (inherited across fork and exec) still says which exec it came from.
-            let marker = exec_marker(id);
-            let mut procs = procs;
-            // The exec's own process and its group need no marker (an exiting one has none).
-            let known = inside.clone();
-            for p in procs
-                .iter_mut()
-                .filter(|p| p.ppid == me && p.is_live() && !known.contains(&p.pid))
-            {
-                match has_env(p.pid, &marker) {
-                    Ok(true) => {
-                        inside.insert(p.pid);
-                    }
-                    Ok(false) => {}
-                    // An exiting process has no memory to read its environment from: gone by
-                    // now, it is no doubt.
-                    Err(_) if !read(p.pid).ok().flatten().is_some_and(|q| q.is_live()) => {}
-                    Err(e) => {
-                        p.doubt = Some(format!(
-                            "cannot tell whether pid {} ({}) belongs to this exec: {e}",
-                            p.pid, p.comm
-                        ));
-                    }
-                }
-            }
-            close_over_children(&procs, &mut inside);
-            // A doubtful process is reported, not walked: its children are as doubtful.
-            inside.extend(procs.iter().filter(|p| p.doubt.is_some()).map(|p| p.pid));
-            Ok(procs
-                .into_iter()
-                .filter(|p| inside.contains(&p.pid))
-                .collect())
-        }
-    }
-}
-
 /// Adds to `inside` every process whose parent is inside, until nothing changes (parents may be
 /// listed after their children).
-pub(super) fn close_over_children(procs: &[Proc], inside: &mut HashSet<Pid>) {
+pub fn close_over_children(procs: &[Proc], inside: &mut HashSet<Pid>) {
     loop {
         let before = inside.len();
         for p in procs {
@@ -160,9 +99,11 @@ pub(super) fn close_over_children(procs: &[Proc], inside: &mut HashSet<Pid>) {
     }
 }
 
-/// Every descendant of `me`, read through the children files in O(tree), or from a full scan of
-/// /proc where the kernel has no children files.
-pub(super) fn tree(me: Pid) -> Result<Vec<Proc>, ProcError> {
+/// Every descendant of vloer-run, zombies included, read through the children files in O(tree),
+/// or from a full scan of /proc where the kernel has no children files.
+pub fn tree() -> Result<Vec<Proc>, ProcError> {
+    files::root()?;
+    let me = me();
     if !have_children_files() {
         let procs = all(me)?;
         let mut inside: HashSet<Pid> = HashSet::from([me]);

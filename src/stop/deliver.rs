@@ -38,7 +38,7 @@ impl Stop {
         sigs: Signals,
     ) -> Result<Option<Tracked>, String> {
         let scope = self.plan.scope;
-        let still = |f: &Proc| f.is_live() && proctable::belongs(f, scope, known);
+        let still = |f: &Proc| f.is_live() && scope.belongs(f, known);
         match Handle::open(p, still)? {
             Some((handle, fresh)) => self.deliver(&fresh, handle, sigs),
             None => Ok(None),

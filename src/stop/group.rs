@@ -1,6 +1,7 @@
 //! The main child's process group, reached in one call: the grace's signal at the start of the
-//! stop (every member hears it at once, instead of one by one as the walk finds them), and under
-//! `--scope group` the SIGKILL of each kill round.
+//! stop, so every member hears it at once instead of one by one as the walk finds them. Only that
+//! signal goes to the group as a whole (a process that joined it from outside the run hears it
+//! too, as under `tini -g`); every later one goes to a member of the scope on its own.
 
 use super::*;
 
@@ -18,8 +19,6 @@ pub(super) struct Group {
     pgid: Pid,
     pidfd: Option<OwnedFd>,
     leader_unreaped: bool,
-    /// The `--scope group` SIGKILL is counted once per stop in `sent`, however often repeated.
-    kill_counted: bool,
     /// The grace's signal went to the whole group at this moment, in start-time ticks (a member
     /// that started later missed it); until the first scan after it, which tracks the members
     /// it reached without signalling them again.
@@ -36,7 +35,6 @@ impl Group {
             pgid: g.pgid,
             pidfd: g.pidfd,
             leader_unreaped: g.leader_unreaped,
-            kill_counted: false,
             called_at: None,
             call_cpu: Duration::ZERO,
         }
@@ -101,33 +99,6 @@ impl Stop {
     pub(super) fn close_call(&mut self) {
         if let Some(g) = self.group.as_mut() {
             g.called_at = None;
-        }
-    }
-
-    /// In the kill phase of `--scope group`, SIGKILL to the whole group through the pidfd,
-    /// before each scan: a group whose members fork faster than a scan finds them (each one
-    /// found has already forked the next) is reached at once, and a fork under way cannot
-    /// escape it.
-    pub(super) fn kill_group(&mut self) {
-        if self.phase != Phase::Kill || !matches!(self.plan.scope, Scope::Group(_)) {
-            return;
-        }
-        let Some(g) = self.group.as_mut() else {
-            return;
-        };
-        let Some(fd) = g.pidfd.as_ref() else {
-            return;
-        };
-        match sys::pidfd_signal_group(fd.as_fd(), Sig::KILL) {
-            Ok(()) => {
-                if !g.kill_counted {
-                    g.kill_counted = true;
-                    *self.sent.entry(Sig::KILL.name()).or_default() += 1;
-                    crate::msg::verbose(format_args!("sent SIGKILL to the child's process group"));
-                }
-            }
-            // No kernel support, or nobody left in the group: the scans do the work.
-            Err(_) => g.pidfd = None,
         }
     }
 }

@@ -12,8 +12,9 @@ pub use pace::Reaped;
 pub use plan::{FirstTarget, FirstWord, StopPlan};
 use plan::{Phase, Signals};
 
-use crate::proctable::{self, Handle, Proc, ProcError, Scope};
+use crate::proctable::{self, Handle, Proc, ProcError};
 use crate::reactor::{Key, Reactor, Registration};
+use crate::scope::{Known, Settled};
 use crate::signal::Sig;
 use crate::sys;
 use nix::poll::PollFlags;
@@ -22,7 +23,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-/// How often the scope is rescanned when the kernel has no pidfds to wake us.
+/// How often the scope is rescanned when nothing will wake us: the kernel has no pidfds, or it
+/// shows a member that /proc did not.
 const FALLBACK_TICK: Duration = Duration::from_millis(20);
 
 struct Tracked {
@@ -79,6 +81,9 @@ struct LastScan {
     /// Every live member it saw was gone before it could be signalled: the scope is scanned
     /// again on the run's next turn, after the run has reaped (see `scan_and_signal`).
     vanished: Option<Vec<Pid>>,
+    /// It found no live member, yet the kernel shows one (see `Settled::Unseen`): the scope is
+    /// scanned again at the next tick.
+    unseen: bool,
 }
 
 impl Stop {
@@ -91,7 +96,7 @@ impl Stop {
         stop.deadline = Some(now + plan.grace);
         stop.call_group();
         if !stop.scan_due() {
-            stop.round(now);
+            stop.round();
         }
         stop
     }
@@ -99,7 +104,7 @@ impl Stop {
     /// Waits for the scope to empty on its own, sending nothing, until `deadline` if any.
     pub fn watch(plan: StopPlan, wake: Wake, now: Instant) -> Stop {
         let mut stop = Stop::new(plan, wake, Phase::Watch, now);
-        stop.round(now);
+        stop.round();
         stop
     }
 
@@ -141,7 +146,7 @@ impl Stop {
             let now = Instant::now();
             return Some(self.group_dying(now).unwrap_or(now));
         }
-        let tick = (!sys::have_pidfd()).then(|| Instant::now() + FALLBACK_TICK);
+        let tick = (!sys::have_pidfd() || self.last.unseen).then(|| Instant::now() + FALLBACK_TICK);
         match (self.deadline, tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -202,13 +207,13 @@ impl Stop {
             return;
         }
         if std::mem::take(&mut self.release_due) {
-            self.round(now);
+            self.round();
             return;
         }
         if !sys::have_pidfd() {
             // Without pidfds, liveness comes from rescans alone; each drops what it no longer
             // sees alive and signals only processes that were not signalled in this phase.
-            self.round(now);
+            self.round();
             return;
         }
         let waiting_on_killable = self.tracked.values().any(|t| !t.unkillable);
@@ -218,33 +223,29 @@ impl Stop {
         if self.phase == Phase::Kill && !self.tracked.is_empty() {
             // Every process left refused SIGKILL; a rescan for newcomers is all that can help.
             let before: HashSet<Pid> = self.tracked.keys().copied().collect();
-            self.round(now);
+            self.round();
             let after: HashSet<Pid> = self.tracked.keys().copied().collect();
             if after == before {
                 self.phase = Phase::Done;
             }
             return;
         }
-        self.round(now);
+        self.round();
     }
 
     /// Rescans the scope and signals every live member not yet tracked; done when none is left.
-    fn round(&mut self, now: Instant) {
-        if self.plan.scope == Scope::Tree
-            && self.tracked.is_empty()
-            && self.last.read
-            && matches!(sys::children_left(), Ok(sys::Children::None))
-        {
-            // vloer-run reaps every descendant, so having no child at all is the kernel's word
-            // that the tree is empty: once a walk has read the tree (and so shown that /proc can
-            // be read for survivors), no second walk is needed to know it. Not before: a stop
-            // whose group call ended everything still reads /proc once, so that an unreadable
-            // /proc gives the same answer however fast the tree died.
+    fn round(&mut self) {
+        if self.tracked.is_empty() && self.last.read && self.plan.scope.kernel_proves_empty() {
+            // The kernel's own word that the scope is empty (for the tree: vloer-run, the reaper
+            // of every descendant, has no child at all): once a scan has read the scope (and so
+            // shown that /proc can be read for survivors), no second scan is needed to know it.
+            // Not before: a stop whose group call ended everything still reads /proc once, so
+            // that an unreadable /proc gives the same answer however fast the scope died.
             self.phase = Phase::Done;
             return;
         }
         let previous = self.last.vanished.take();
-        if let Some(live) = self.scan_and_signal(now) {
+        if let Some(live) = self.scan_and_signal() {
             if previous.as_ref() == Some(&live) {
                 // The same live processes twice, none of them a member when re-read: a rescan
                 // cannot change that. Finish, and let the confirmation judge them.
@@ -256,13 +257,12 @@ impl Stop {
     }
 
     /// One pass of `round`. `Some(live pids)` when the scope must be scanned again at once.
-    fn scan_and_signal(&mut self, now: Instant) -> Option<Vec<Pid>> {
-        self.kill_group();
-        let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
+    fn scan_and_signal(&mut self) -> Option<Vec<Pid>> {
+        self.last.unseen = false;
         // The fast path signals as it reads; the loop below then only sees what it left.
         let scanned = self
             .walk_and_signal()
-            .unwrap_or_else(|| proctable::scan(self.plan.scope, &seeds));
+            .unwrap_or_else(|| self.plan.scope.scan(&self.known()));
         let members = match scanned {
             Ok(m) => {
                 self.last.read = true;
@@ -313,16 +313,17 @@ impl Stop {
         self.last.held_back = held;
         if self.tracked.is_empty() && self.phase != Phase::Done && !held {
             if !members.iter().any(Proc::is_live) {
-                // /proc's children lists may miss a process while its siblings exit; for the
-                // tree, the kernel's own answer decides (a zombie that waits to be reaped is not
-                // alive). When a child is still there, its exit's SIGCHLD or the deadline wakes
-                // the stop again.
-                if self.plan.scope == Scope::Tree
-                    && matches!(sys::children_left(), Ok(sys::Children::Live) | Err(_))
-                {
-                    return None;
+                // /proc's children lists may miss a process while its siblings exit, and a
+                // process that keeps forking away from its pid may be between two of them: the
+                // kernel's own answer decides (a zombie that waits to be reaped is not alive).
+                // For the tree, a child still there wakes the stop again when it exits; for the
+                // group, a member the scan missed is looked for again at the next tick; either
+                // way the deadline moves the stop on.
+                match self.plan.scope.settled() {
+                    Ok(Settled::Empty) => self.phase = Phase::Done,
+                    Ok(Settled::Wait) | Err(_) => {}
+                    Ok(Settled::Unseen) => self.last.unseen = true,
                 }
-                self.phase = Phase::Done;
             } else if sys::have_pidfd() && !self.deadline.is_some_and(|d| Instant::now() >= d) {
                 // The scan saw live members, yet each was gone by the time it was to be
                 // signalled: a process that keeps forking away from its pid leaves its child,
@@ -341,7 +342,6 @@ impl Stop {
                 return Some(live);
             }
         }
-        let _ = now;
         None
     }
 
@@ -351,20 +351,28 @@ impl Stop {
     /// process twice and signals only after the whole scan. Whatever this leaves untracked (not
     /// a member when read, no pidfd) goes through the general path in `scan_and_signal`.
     fn walk_and_signal(&mut self) -> Option<Result<Vec<Proc>, ProcError>> {
-        if self.plan.scope != Scope::Tree || self.phase == Phase::Done {
+        if !self.plan.scope.walks() || self.phase == Phase::Done {
             return None;
         }
-        proctable::walk_tree(&mut |p, fd, known| {
-            if self.tracked.contains_key(&p.pid)
-                || self.held(p)
-                || !proctable::belongs(p, self.plan.scope, known)
-            {
+        let scope = self.plan.scope;
+        let walked = proctable::walk_tree(&mut |p, fd, known| {
+            if self.tracked.contains_key(&p.pid) || self.held(p) || !scope.belongs(p, known) {
                 return;
             }
             let sigs = self.signals_for(p);
             let result = self.deliver(p, Handle::of(p, Some(fd)), sigs);
             self.record(p.pid, result);
-        })
+        })?;
+        // The walk read the whole tree; the scope is the part of it that belongs.
+        Some(walked.map(|tree| scope.members_of(tree)))
+    }
+
+    /// The processes this stop tracks, by identity: what an exec's scope builds on.
+    fn known(&self) -> Known {
+        self.tracked
+            .iter()
+            .map(|(pid, t)| (*pid, t.handle.starttime))
+            .collect()
     }
 
     /// What this phase sends to `p`; nothing while held (see `held`).
@@ -376,27 +384,26 @@ impl Stop {
     /// `tree_is_empty`), so /proc is not read; otherwise it lists the survivors. Survivors or any
     /// failure along the way mean no proof.
     pub fn finish(self, now: Instant, proven_empty: bool) -> Outcome {
+        let known = self.known();
         let mut outcome = Outcome {
             sent: self.sent,
             elapsed: now.saturating_duration_since(self.started),
             ..Outcome::default()
         };
         let mut errors = self.errors;
-        let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
         if !proven_empty {
-            match proctable::scan(self.plan.scope, &seeds) {
+            match self.plan.scope.scan(&known) {
                 Ok(members) => {
-                    outcome.survivors = members.into_iter().filter(Proc::is_live).collect()
+                    outcome.survivors = members.into_iter().filter(Proc::is_live).collect();
+                    if outcome.survivors.is_empty() {
+                        // What the kernel still shows that the scan did not list.
+                        match self.plan.scope.confirm_none_left() {
+                            Ok(missed) => outcome.survivors = missed,
+                            Err(e) => errors.push(e),
+                        }
+                    }
                 }
                 Err(e) => errors.push(e.0),
-            }
-            if self.plan.scope == Scope::Tree && outcome.survivors.is_empty() {
-                // The kernel still shows a child of vloer-run that /proc does not list.
-                errors.push(
-                    "vloer-run still has a child process that /proc does not list, so the stop \
-                     cannot be proven"
-                        .into(),
-                );
             }
         }
         outcome.survivors.sort_by_key(|p| p.pid);

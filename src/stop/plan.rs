@@ -1,6 +1,7 @@
 //! What one stop sends to whom, and when: its plan, as pure decisions over a scanned process.
 
-use crate::proctable::{Proc, Scope};
+use crate::proctable::Proc;
+use crate::scope::Scope;
 use crate::signal::Sig;
 use nix::unistd::Pid;
 use std::time::Duration;

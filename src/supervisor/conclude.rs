@@ -34,7 +34,7 @@ impl Supervisor {
         let state = std::mem::replace(&mut self.state, State::Running);
         // The main child and other dead children are zombies now; collect their status. Then the
         // kernel's own word, where it has one, is the proof; /proc only names survivors.
-        let empty = self.config.stop.scope == ScopeArg::Tree && self.tree_is_empty();
+        let empty = self.scope() == Scope::Tree && self.tree_is_empty();
         let outcome = match state {
             State::Stopping(s) | State::Watching(s) => s.finish(Instant::now(), empty),
             State::Running => Outcome {
@@ -78,10 +78,7 @@ impl Supervisor {
             },
             child: self.child.report(),
             exit_code: exit.code,
-            scope: match self.config.stop.scope {
-                ScopeArg::Tree => "tree",
-                ScopeArg::Group => "group",
-            },
+            scope: self.config.stop.scope.name(),
             effort: Effort {
                 sent,
                 reaped: self.record.reaped,

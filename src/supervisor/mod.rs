@@ -9,7 +9,7 @@ mod reap;
 mod requests;
 mod signals;
 
-use crate::cli::{ForwardTo, ScopeArg, StopOrder, WhenChildExits};
+use crate::cli::{ForwardTo, StopOrder, WhenChildExits};
 use crate::config::RunConfig;
 use crate::control::proto::{self, ErrorCode};
 use crate::control::{self, ConnId, Request};
@@ -17,8 +17,8 @@ use crate::exec::{Exec, ExecEnd};
 use crate::exit::{self, Exit};
 use crate::forward;
 use crate::msg;
-use crate::proctable::Scope;
 use crate::reactor::{Key, Reactor, Watched};
+use crate::scope::{self, Scope};
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
 use crate::stop::ChildGroup;
@@ -139,7 +139,7 @@ impl Supervisor {
             pid1,
             terminal: Terminal::decide(
                 config.signals.session,
-                config.stop.scope == ScopeArg::Group
+                config.stop.scope == scope::Kind::Group
                     || config
                         .signals
                         .rewrite
@@ -171,10 +171,7 @@ impl Supervisor {
     }
 
     fn scope(&self) -> Scope {
-        match (self.config.stop.scope, self.child.pid) {
-            (ScopeArg::Group, Some(pid)) => Scope::Group(pid),
-            _ => Scope::Tree,
-        }
+        Scope::of_run(self.config.stop.scope, self.child.pid)
     }
 
     /// Runs the command to the end, delivers the verdict, and returns how vloer-run ends.
@@ -279,7 +276,7 @@ impl Supervisor {
     fn stop_execs(&mut self) {
         let plan = self.plan(None);
         let watch =
-            self.config.stop.scope == ScopeArg::Tree && matches!(self.state, State::Stopping(_));
+            self.config.stop.scope == scope::Kind::Tree && matches!(self.state, State::Stopping(_));
         for e in self.execs.running.values_mut() {
             e.begin_stop(ExecEnd::RunEnded, plan, &self.sources.reactor, watch);
         }

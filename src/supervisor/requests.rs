@@ -139,17 +139,15 @@ impl Supervisor {
     }
 
     pub(super) fn status_line(&self) -> String {
-        let live: Vec<crate::proctable::Proc> =
-            match crate::proctable::scan(self.scope(), &Default::default()) {
-                Ok(procs) => procs
-                    .into_iter()
-                    .filter(crate::proctable::Proc::is_live)
-                    .collect(),
-                Err(e) => {
-                    return serde_json::json!({ "error": e.0, "code": "proc_unreadable" })
-                        .to_string()
-                }
-            };
+        let live: Vec<crate::proctable::Proc> = match self.scope().scan(&Default::default()) {
+            Ok(procs) => procs
+                .into_iter()
+                .filter(crate::proctable::Proc::is_live)
+                .collect(),
+            Err(e) => {
+                return serde_json::json!({ "error": e.0, "code": "proc_unreadable" }).to_string()
+            }
+        };
         let pids: Vec<Pid> = live.iter().map(|p| p.pid).collect();
         let processes = live
             .into_iter()
@@ -194,10 +192,7 @@ impl Supervisor {
             pid: sys::own_pid().as_raw(),
             processes,
             schema: 1,
-            scope: match self.config.stop.scope {
-                ScopeArg::Tree => "tree",
-                ScopeArg::Group => "group",
-            },
+            scope: self.config.stop.scope.name(),
             state: match self.state {
                 State::Running => "running",
                 State::Watching(_) => "waiting",

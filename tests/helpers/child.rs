@@ -20,6 +20,14 @@
 //!                                SIGTERM ignored; forks a new generation every millisecond (--fast:
 //!                                as fast as fork allows), each logging its pid to LOG; with --hop
 //!                                each parent exits after forking, so the live pid keeps changing
+//!   subreaper-hop READY LOG      a subreaper outside the child's group (its own group, SIGTERM
+//!                                ignored) whose descendants hop as fast as they can: each one joins
+//!                                the child's group, forks the next and exits, so the live one is
+//!                                orphaned to the subreaper; the child exits once the first has
+//!                                joined its group. READY gets the child's pid, then the
+//!                                subreaper's; LOG every hopper's
+//!   join-group PGID READY        SIGTERM ignored; moves into process group PGID (of its session),
+//!                                publishes its pid and sleeps
 //!   many N READY [--then-exit]   forks N sleepers, publishes all pids (its own first), then reaps
 //!                                them as they die, or exits 0
 //!   orphans N READY              makes N processes that exit only after their parent did (orphaned
@@ -104,6 +112,22 @@ fn main() {
                 }
             }
             fork_loop(ready, log, hop, fast)
+        }
+        ("subreaper-hop", [ready, log]) => subreaper_hop(ready, log),
+        ("join-group", [pgid, ready]) => {
+            ignore(libc::SIGTERM);
+            let pgid: i32 = pgid
+                .parse()
+                .unwrap_or_else(|_| die(&format!("'{pgid}' is not a group")));
+            // SAFETY: plain integer arguments; the result is checked.
+            if unsafe { libc::setpgid(0, pgid) } != 0 {
+                die(&format!(
+                    "setpgid(0, {pgid}): {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+            publish(ready, &[getpid()]);
+            sleep_forever()
         }
         ("many", [n, ready]) => many(parse_count(n), ready, false),
         ("many", [n, ready, then]) if then == "--then-exit" => many(parse_count(n), ready, true),
@@ -290,6 +314,51 @@ fn fork_loop(ready: &str, log: &str, hop: bool, fast: bool) -> ! {
         sleep_forever();
     }
     sleep_forever()
+}
+
+fn subreaper_hop(ready: &str, log: &str) -> ! {
+    let group = getpid();
+    let (r, w) = pipe();
+    if fork() == 0 {
+        ignore(libc::SIGTERM);
+        // SAFETY: plain integer arguments.
+        unsafe {
+            libc::setpgid(0, 0);
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+        let subreaper = getpid();
+        if fork() == 0 {
+            // SAFETY: plain integer arguments; the group exists while the child waits below.
+            if unsafe { libc::setpgid(0, group) } != 0 {
+                die(&format!("setpgid: {}", std::io::Error::last_os_error()));
+            }
+            append(log, &format!("{}\n", getpid()));
+            drop(r);
+            drop(w);
+            let until = Instant::now() + FORK_FOR;
+            let mut generations = 0;
+            while Instant::now() < until && generations < FORK_MAX {
+                generations += 1;
+                if fork() != 0 {
+                    quick_exit(0);
+                }
+                append(log, &format!("{}\n", getpid()));
+            }
+            sleep_forever();
+        }
+        drop(r);
+        let _ = std::fs::File::from(w).write_all(format!("{subreaper}\n").as_bytes());
+        reap_forever()
+    }
+    drop(w);
+    let mut text = String::new();
+    let _ = std::fs::File::from(r).read_to_string(&mut text);
+    let subreaper: i32 = text
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| die("the subreaper did not report its pid"));
+    publish(ready, &[group, subreaper]);
+    exit(0)
 }
 
 fn many(n: usize, ready: &str, then_exit: bool) -> ! {

@@ -438,6 +438,52 @@ fn exec_output_status_and_parentage() {
 }
 
 #[test]
+fn an_exec_whose_descendant_drops_the_exec_marker_is_never_called_stopped() {
+    // Anything that clears the environment (env -i, sudo) takes the marker away; the orphan
+    // that vloer-run then adopts cannot be told from any other, so the exec is not stopped and
+    // its stop neither signals it nor says stopped. The run's own stop ends it.
+    for round in 0..10 {
+        let inst = Instance::start(&[]);
+        let dir = harness::tempdir();
+        let pidfile = dir.path().join("orphan");
+        let script = format!(
+            r#"env -u VLOER_EXEC_ID setsid sh -c 'sleep 9003 & echo $! > {p}; exit 0'; sleep 0.2"#,
+            p = path_str(&pidfile)
+        );
+        let out = inst.client(&["exec", "--", "sh", "-c", &script]);
+        let orphan: i32 = harness::wait_for_line(&pidfile).parse().unwrap();
+        let alive_then = alive(orphan);
+        let again = inst.client(&["exec", "--", "true"]);
+        let (_, run) = inst.stop();
+        assert!(
+            alive_then,
+            "round {round}: the orphan died before the check: {out}"
+        );
+        assert_eq!(
+            out.code(),
+            Some(125),
+            "round {round}: an exec whose orphan runs on was called stopped: {out}"
+        );
+        assert!(out.stderr.contains("cannot tell"), "round {round}: {out}");
+        assert_ne!(
+            again.code(),
+            Some(0),
+            "round {round}: a new exec was accepted: {again}"
+        );
+        // The run's verdict carries the exec's unconfirmed stop; its own stop ends the orphan.
+        assert_eq!(
+            run.verdict()["survivors"],
+            serde_json::json!([]),
+            "round {round}: {run}"
+        );
+        assert!(
+            harness::wait_gone(orphan, harness::LIMIT),
+            "round {round}: the run's stop left {orphan}"
+        );
+    }
+}
+
+#[test]
 fn exec_timeout_gives_124_and_its_tree_is_gone() {
     let inst = Instance::start(&[]);
     let dir = harness::tempdir();

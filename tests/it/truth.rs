@@ -75,13 +75,27 @@ fn a_descendant_hidden_from_proc_is_never_called_gone() {
     // grandchild at all once its shell parent is gone; only the kernel's own answer (it still
     // has a child) tells the truth. A grandchild: the main child's /proc files are opened as
     // soon as it starts, possibly before its exec made it root, so vloer-run may still see it.
+    hidden_descendant(&[], "does not list");
+}
+
+#[test]
+fn a_group_member_hidden_from_proc_is_never_called_gone() {
+    // The same under --scope group, whose members only /proc can name: a /proc that hides
+    // processes proves nothing, and the verdict says why.
+    hidden_descendant(&["--scope", "group"], "hidepid");
+}
+
+/// Runs a setuid-root grandchild that ignores SIGTERM under vloer-run FLAGS as uid 65534 with
+/// /proc mounted hidepid, stops it, and checks that the verdict is false with an error that
+/// contains `error`.
+fn hidden_descendant(flags: &[&str], error: &str) {
     let Some((dir, copy)) = crate::unconfirmed::setuid_helper() else {
         return;
     };
     let ready = dir.path().join("ready");
     let script = r#"mount -t proc -o hidepid=invisible proc /proc || exit 99
         exec "$@""#;
-    let mut args = [AS_NOBODY.to_vec(), vec![harness::bin()]].concat();
+    let mut args = [AS_NOBODY.to_vec(), vec![harness::bin()], flags.to_vec()].concat();
     let copy_s = harness::path_str(&copy);
     let ready_s = harness::path_str(&ready);
     args.extend([
@@ -116,10 +130,7 @@ fn a_descendant_hidden_from_proc_is_never_called_gone() {
     assert_eq!(v["stopped"], false, "a live child was called gone: {f}");
     assert_eq!(f.code(), Some(125), "{f}");
     assert!(
-        v["error"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("does not list"),
+        v["error"].as_str().unwrap_or_default().contains(error),
         "{f}"
     );
     adopted.end_all();
