@@ -58,7 +58,7 @@ A process is signalled through a pidfd, after its start time is checked against 
 
 pub(super) const VERDICT: &str = r#"
 # THE VERDICT
-One JSON object on one line, at most 4096 bytes (a Kubernetes termination message), written once per run when the run ends; `vloer-run stop` prints it too. `--verdict` picks where: stderr (the default), `-` for stdout, `off`, or a file. A regular file is written to a temporary file and renamed into place, so no reader sees half of it; a FIFO, a character device such as /dev/termination-log, or /dev/fd/N gets a single write. Fields (schema 1):
+One JSON object on one line, at most 4096 bytes (a Kubernetes termination message), written once per run when the run ends; `vloer-run stop` prints it too. `--verdict` picks where: stderr (the default), `-` for stdout, `off`, or a file. A regular file is written to a temporary file and renamed into place, so no reader sees half of it; a path that is a symbolic link is followed, and its target replaced, never the link. A FIFO or a character device such as /dev/termination-log gets a single write. /dev/fd/N, /proc/self/fd/N, /dev/stdout and /dev/stderr name the descriptor vloer-run inherited, and the verdict is written to that descriptor in a single write, never by opening the path again: with stdout redirected to a file (> or >>), it comes after the child's output; a socket (a journal, a socketpair) works as with `-`. A descriptor above 2 that is not open when vloer-run starts is bad input. Fields (schema 1):
 : `stopped`
 true only when the confirmation found no live process in the scope.
 : `survivors`
