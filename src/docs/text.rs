@@ -36,7 +36,7 @@ Ctrl-C ends a loop around vloer-run exactly when it would end around the bare co
 
 vloer-run reaps every zombie that reaches it: as PID 1 by nature, otherwise as a child subreaper (PR_SET_CHILD_SUBREAPER, always on). It sleeps in the kernel until something happens; an idle run wakes it zero times.
 
-Every signal it can catch (all but SIGCHLD, SIGKILL and SIGSTOP) is forwarded to the child's process group (`--forward-to child`: to the child alone), after `--rewrite`. SIGTSTP, SIGTTIN and SIGTTOU are forwarded and then, unless vloer-run is PID 1, vloer-run stops itself too, so Ctrl-Z and fg work in a shell. As PID 1 with a terminal (`docker run -t`) there is no shell to resume the job, so a child stopped by Ctrl-Z is continued at once.
+Every signal it can catch (all but SIGCHLD, SIGKILL and SIGSTOP) is forwarded to the child's process group (`--forward-to child`: to the child alone), after `--rewrite`. SIGTSTP, SIGTTIN and SIGTTOU are forwarded and then, unless vloer-run is PID 1, vloer-run stops itself too, so Ctrl-Z and fg work in a shell. As PID 1 with a terminal (`docker run -t`) there is no shell to resume the job, so a child stopped by Ctrl-Z is continued at once. The same where vloer-run's own process group is orphaned, as when it leads its terminal's session (`script -c`, `ssh -t host vloer-run ...`, `docker exec -it`): the kernel discards Ctrl-Z for the bare command there, so vloer-run never stops itself, and a child that the terminal stopped is continued at once.
 
 The child starts with the signal mask and the ignored signals vloer-run started with; a signal ignored at start is not forwarded either. SIGCHLD is always at its default.
 
