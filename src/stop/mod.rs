@@ -386,7 +386,17 @@ impl Stop {
         if !proven_empty {
             match proctable::scan(self.plan.scope, &seeds) {
                 Ok(members) => {
-                    outcome.survivors = members.into_iter().filter(Proc::is_live).collect()
+                    let (live, ended): (Vec<Proc>, Vec<Proc>) =
+                        members.into_iter().partition(Proc::is_live);
+                    outcome.survivors = live;
+                    if self.plan.scope == Scope::Tree && outcome.survivors.is_empty() {
+                        // What keeps the kernel's answer from being "no child": a zombie that a
+                        // tracer outside the run has not collected is named, in state Z.
+                        outcome.survivors = ended
+                            .into_iter()
+                            .filter(proctable::held_by_tracer)
+                            .collect();
+                    }
                 }
                 Err(e) => errors.push(e.0),
             }
