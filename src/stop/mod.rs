@@ -4,6 +4,7 @@ mod deliver;
 mod group;
 mod pace;
 mod plan;
+mod room;
 
 pub use group::ChildGroup;
 use group::Group;
@@ -11,6 +12,7 @@ use pace::Pace;
 pub use pace::Reaped;
 pub use plan::{FirstTarget, FirstWord, StopPlan};
 use plan::{Phase, Signals};
+use room::Room;
 
 use crate::proctable::{self, Handle, Proc, ProcError, Scope};
 use crate::reactor::{Key, Reactor, Registration};
@@ -67,6 +69,8 @@ pub struct Stop {
     release_due: bool,
     /// What the run's reaper did during the stop (see `pace`).
     pace: Pace,
+    /// The pidfds it holds, against the limit on open descriptors.
+    room: Room,
 }
 
 /// What the last scan left for the next one.
@@ -117,6 +121,7 @@ impl Stop {
             group: None,
             release_due: false,
             pace: Pace::default(),
+            room: Room::default(),
         }
     }
 
@@ -141,7 +146,7 @@ impl Stop {
             let now = Instant::now();
             return Some(self.group_dying(now).unwrap_or(now));
         }
-        let tick = (!sys::have_pidfd()).then(|| Instant::now() + FALLBACK_TICK);
+        let tick = self.polls().then(|| Instant::now() + FALLBACK_TICK);
         match (self.deadline, tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -205,7 +210,7 @@ impl Stop {
             self.round(now);
             return;
         }
-        if !sys::have_pidfd() {
+        if self.polls() {
             // Without pidfds, liveness comes from rescans alone; each drops what it no longer
             // sees alive and signals only processes that were not signalled in this phase.
             self.round(now);
@@ -259,6 +264,8 @@ impl Stop {
     fn scan_and_signal(&mut self, now: Instant) -> Option<Vec<Pid>> {
         self.kill_group();
         let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
+        self.room
+            .recount(self.tracked.values().map(|t| t.handle.pidfd().is_some()));
         // The fast path signals as it reads; the loop below then only sees what it left.
         let scanned = self
             .walk_and_signal()
@@ -276,7 +283,7 @@ impl Stop {
         };
         let known: HashSet<Pid> = members.iter().map(|p| p.pid).collect();
         let mut held = false;
-        if !sys::have_pidfd() {
+        if self.polls() {
             // No pidfd tells us of an exit: what this scan does not show alive, with the same
             // start time, is gone (or its pid now names another process).
             let live: HashMap<Pid, u64> = members
@@ -323,7 +330,7 @@ impl Stop {
                     return None;
                 }
                 self.phase = Phase::Done;
-            } else if sys::have_pidfd() && !self.deadline.is_some_and(|d| Instant::now() >= d) {
+            } else if !self.polls() && !self.deadline.is_some_and(|d| Instant::now() >= d) {
                 // The scan saw live members, yet each was gone by the time it was to be
                 // signalled: a process that keeps forking away from its pid leaves its child,
                 // forked after the scan, alive. Only a scan without live members proves the scope
@@ -351,20 +358,27 @@ impl Stop {
     /// process twice and signals only after the whole scan. Whatever this leaves untracked (not
     /// a member when read, no pidfd) goes through the general path in `scan_and_signal`.
     fn walk_and_signal(&mut self) -> Option<Result<Vec<Proc>, ProcError>> {
-        if self.plan.scope != Scope::Tree || self.phase == Phase::Done {
+        if self.plan.scope != Scope::Tree || self.phase == Phase::Done || !self.room.may_open() {
             return None;
         }
         proctable::walk_tree(&mut |p, fd, known| {
             if self.tracked.contains_key(&p.pid)
                 || self.held(p)
                 || !proctable::belongs(p, self.plan.scope, known)
+                || !self.room.may_open()
             {
+                // Past the room, the general path signals it without a pidfd.
                 return;
             }
             let sigs = self.signals_for(p);
             let result = self.deliver(p, Handle::of(p, Some(fd)), sigs);
             self.record(p.pid, result);
         })
+    }
+
+    /// Whether exits are learnt by rescanning: no pidfds here, or not for every tracked process.
+    fn polls(&self) -> bool {
+        !sys::have_pidfd() || self.room.plain
     }
 
     /// What this phase sends to `p`; nothing while held (see `held`).

@@ -676,6 +676,51 @@ fn a_zombie_held_by_an_outside_tracer_is_listed_as_a_survivor() {
     assert_eq!(held, Some('Z'), "the survivor really was a zombie: {out}");
 }
 
+/// A hard limit on open descriptors below the tree's size: one pidfd per process runs out, and
+/// the stop goes on by pid and start time instead of giving up. 600 children that ignore SIGTERM,
+/// under `ulimit -n 512` and `ulimit -n 16`: every one killed, the verdict true, and the child
+/// started with the limit vloer-run was given.
+#[test]
+fn a_descriptor_limit_below_the_trees_size_does_not_abandon_the_stop() {
+    for limit in ["512", "16"] {
+        let dir = harness::tempdir();
+        let ready = dir.path().join("ready");
+        let args = harness::helper_argv(
+            &["--grace", "300ms"],
+            &[
+                "exec",
+                "--ignore",
+                "TERM",
+                "--",
+                harness::helper(),
+                "many",
+                "600",
+                &path_str(&ready),
+            ],
+        );
+        let script = r#"ulimit -n "$1" && shift && exec "$@""#;
+        let (run, pids) =
+            Run::via(&["sh", "-c", script, "sh", limit], args).start_until_ready(&ready);
+        assert_eq!(pids.len(), 601, "limit {limit}");
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", pids[0])).unwrap();
+        let files = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap_or_default();
+        assert_eq!(
+            files.split_whitespace().filter(|w| *w == limit).count(),
+            2,
+            "the child's own limit: {files}"
+        );
+        let out = run.finish_after(libc::SIGTERM);
+        let v = out.verdict();
+        assert_eq!(v["stopped"], true, "limit {limit}: {out}");
+        assert!(v.get("error").is_none(), "limit {limit}: {out}");
+        assert!(sent(&v, "SIGKILL") >= 600, "limit {limit}: {out}");
+        assert_all_gone(&pids, &out);
+    }
+}
+
 #[test]
 fn a_descendant_blocking_sigterm_is_killed_on_time() {
     let dir = harness::tempdir();
