@@ -136,7 +136,7 @@ RTMAX\t'signal 64'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l timeout -d 'Stop the run this long after the child started (0: never); exit 124' -r -f
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l scope -d 'Which processes the stop covers and checks' -r -f -a "tree\t'Every descendant of vloer-run, setsid() and daemonized ones included'
 group\t'The run\'s processes in the child\'s process group (processes that leave it are neither signalled nor checked)'"
-complete -c vloer-run -n "__fish_vloer_run_needs_command" -l verdict -d 'Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced atomically; a FIFO or a device such as /dev/termination-log gets one write' -r -F
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -l verdict -d 'Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced atomically (a symlink\'s target, never the link); a FIFO, a device such as /dev/termination-log, or a descriptor (/dev/fd/N, /dev/stdout) gets one write' -r -F
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l success-exit -d 'Map this exit code of the child to 0 (repeatable), e.g. 143 for a JVM' -r
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l control -d 'Serve stop, status and exec requests on a Unix socket at PATH (mode 0600)' -r -F
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l session -d 'Start the child in a new session (setsid) instead of a new process group; the terminal is then not handed to it'

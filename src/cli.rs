@@ -3,6 +3,7 @@
 use crate::duration;
 pub use crate::scope::Kind as ScopeKind;
 use crate::signal::{Rewrite, Sig};
+use crate::verdict::Sink;
 use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::ffi::OsString;
@@ -167,9 +168,10 @@ pub struct StopArgs {
 #[derive(Args, Debug)]
 pub struct OutputArgs {
     /// Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced
-    /// atomically; a FIFO or a device such as /dev/termination-log gets one write.
-    #[arg(long, env = "VLOER_VERDICT", value_name = "PATH", default_value = "stderr", value_parser = VerdictTo::parse, value_hint = clap::ValueHint::FilePath)]
-    pub verdict: VerdictTo,
+    /// atomically (a symlink's target, never the link); a FIFO, a device such as
+    /// /dev/termination-log, or a descriptor (/dev/fd/N, /dev/stdout) gets one write.
+    #[arg(long, env = "VLOER_VERDICT", value_name = "PATH", default_value = "stderr", value_parser = Sink::parse, value_hint = clap::ValueHint::FilePath)]
+    pub verdict: Sink,
 
     /// After --timeout, exit with the child's status instead of 124.
     #[arg(long, env = "VLOER_PRESERVE_STATUS", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
@@ -187,37 +189,6 @@ pub struct OutputArgs {
     /// Print nothing but errors.
     #[arg(short, long, env = "VLOER_QUIET", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub quiet: bool,
-}
-
-/// Where `--verdict` sends the verdict, as given.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum VerdictTo {
-    Off,
-    Stdout,
-    Stderr,
-    Path(PathBuf),
-}
-
-impl VerdictTo {
-    /// Parses `--verdict`: `off`, `-`, `stderr`, or a path whose folder exists.
-    pub fn parse(text: &str) -> Result<VerdictTo, String> {
-        match text {
-            "off" => return Ok(VerdictTo::Off),
-            "-" | "stdout" => return Ok(VerdictTo::Stdout),
-            "stderr" => return Ok(VerdictTo::Stderr),
-            "" => return Err("empty path; expected a file path, -, stderr or off".into()),
-            _ => {}
-        }
-        let path = PathBuf::from(text);
-        let parent = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => PathBuf::from("."),
-        };
-        if !parent.is_dir() {
-            return Err(format!("folder '{}' does not exist; expected a file path in an existing folder, -, stderr or off", parent.display()));
-        }
-        Ok(VerdictTo::Path(path))
-    }
 }
 
 /// Talk to a running instance through its control socket.

@@ -5,6 +5,7 @@
 
 use crate::cli::*;
 use crate::signal::Sig;
+use crate::verdict::Sink;
 use std::ffi::OsString;
 use std::time::Duration;
 
@@ -69,7 +70,7 @@ fn defaults(command: Vec<OsString>) -> RunArgs {
             scope: crate::scope::Kind::Tree,
         },
         output: OutputArgs {
-            verdict: VerdictTo::Stderr,
+            verdict: Sink::Stderr,
             preserve_status: false,
             success_exit: Vec::new(),
             verbose: false,

@@ -24,7 +24,7 @@ impl From<RunArgs> for RunConfig {
             control: args.control,
             signals: args.signals,
             stop: args.stop,
-            sink: Sink::from(args.output.verdict),
+            sink: args.output.verdict,
             preserve_status: args.output.preserve_status,
             success_exit: args.output.success_exit,
         }

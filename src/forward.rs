@@ -22,6 +22,10 @@ pub struct View<'a> {
     /// `--session`: the child's group is orphaned, where the kernel drops job-control signals.
     pub session: bool,
     pub pid1: bool,
+    /// vloer-run's own process group is orphaned (vloer-run leads a terminal's session, as under
+    /// `script -c`, `ssh -t` or `docker exec -it`): the kernel discards a job-control stop for
+    /// such a group, and no shell could continue vloer-run if it stopped itself.
+    pub orphaned: bool,
 }
 
 /// The decision for one received signal.
@@ -44,7 +48,10 @@ pub fn decide(sig: Sig, view: View<'_>) -> Action {
     let out = if view.from_terminal_to_shared_group {
         Sig::NONE
     } else {
-        translate(sig, view.rewrite, view.session)
+        // A job-control signal turned into SIGSTOP would stop the child for good where nobody
+        // can continue the run; as the kernel does for the bare command, it is left to be
+        // discarded.
+        translate(sig, view.rewrite, view.session && !view.orphaned)
     };
     if view.stops_the_run && !view.stopping {
         return Action::BeginStop {
@@ -54,7 +61,7 @@ pub fn decide(sig: Sig, view: View<'_>) -> Action {
     }
     Action::Forward {
         sig: out,
-        stop_self: sig.is_job_control() && !view.pid1,
+        stop_self: sig.is_job_control() && !view.pid1 && !view.orphaned,
     }
 }
 
@@ -242,6 +249,25 @@ mod tests {
                 stop_self: true
             }
         );
+    }
+
+    #[test]
+    fn job_control_never_stops_vloer_run_in_an_orphaned_group() {
+        for session in [false, true] {
+            let v = View {
+                orphaned: true,
+                session,
+                ..view()
+            };
+            assert_eq!(
+                decide(Sig::TSTP, v),
+                Action::Forward {
+                    sig: Sig::TSTP,
+                    stop_self: false
+                },
+                "session {session}"
+            );
+        }
     }
 
     #[test]

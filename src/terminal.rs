@@ -91,3 +91,40 @@ impl Terminal {
         }
     }
 }
+
+/// Whether vloer-run's own process group is orphaned, as the kernel decides it: no member has
+/// its parent in another group of the same session. Then the kernel discards SIGTSTP, SIGTTIN
+/// and SIGTTOU for it, and no job-control shell could continue it. Read from /proc only on a
+/// job-control event; when /proc cannot tell, the group is taken as not orphaned (the behaviour
+/// of a run in an interactive shell).
+pub fn own_group_orphaned() -> bool {
+    use crate::proctable;
+    if sys::parent_in_other_group_of_session() {
+        return false;
+    }
+    let pgrp = nix::unistd::getpgrp();
+    let Ok(sid) = nix::unistd::getsid(None) else {
+        return false;
+    };
+    let Ok(names) = proctable::files::list(".") else {
+        return false;
+    };
+    for pid in names
+        .iter()
+        .filter_map(|n| n.parse().ok())
+        .map(Pid::from_raw)
+    {
+        let Ok(Some(member)) = proctable::read(pid) else {
+            continue;
+        };
+        if member.pgid != pgrp {
+            continue;
+        }
+        match proctable::read(member.ppid) {
+            Ok(Some(parent)) if parent.pgid != pgrp && parent.sid == sid => return false,
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}

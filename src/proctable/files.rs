@@ -156,6 +156,11 @@ pub fn list(name: &str) -> io::Result<Vec<String>> {
     Ok(names)
 }
 
+/// How many descriptors vloer-run has open, the one this count itself uses not included.
+pub fn open_descriptors() -> io::Result<usize> {
+    Ok(list("self/fd")?.len().saturating_sub(1))
+}
+
 /// Our own children list, kept open; None where the kernel has no children files (before 3.5,
 /// or without CONFIG_PROC_CHILDREN). A kernel feature does not come and go, so it is asked once.
 pub fn own_children() -> Option<&'static File> {

@@ -1,7 +1,8 @@
 //! The one pid-safe way to signal a process found in a scan, for the stop and for forwarding
 //! alike: a pidfd is opened first, then the process is read again to prove that the pid still
 //! names the process the scan saw (same start time, still meant). Where the kernel has no pidfds,
-//! kill(2) follows that re-read at once, which narrows the pid-recycling window to microseconds.
+//! or the stop may open no more of them (a low limit on open descriptors), kill(2) follows that
+//! re-read at once, which narrows the pid-recycling window to microseconds.
 
 use super::{read, Proc};
 use crate::signal::Sig;
@@ -23,6 +24,14 @@ impl Handle {
     /// Opens `p` as a scan saw it. `still` decides whether the process, read again after the
     /// pidfd was opened, is still the one meant (a member of the scope, alive). `Ok(None)`: it is
     /// gone, or no longer meant; the re-read process comes back with the handle.
+    ///
+    /// Without a pidfd, the process is named by its pid and start time, read again here, just
+    /// before the caller's kill(2). The race that remains: the process exits, is reaped and its
+    /// pid reused between that read and kill(2). For vloer-run's own children it cannot happen
+    /// (vloer-run alone reaps them, and not while it signals); for a deeper descendant, its
+    /// parent would have to reap it and the kernel hand out the same pid again within those
+    /// microseconds, which takes a walk round the whole pid space (pid_max). Accepted where no
+    /// pidfd can be had.
     pub fn open(
         p: &Proc,
         still: impl FnOnce(&Proc) -> bool,
@@ -30,7 +39,14 @@ impl Handle {
         let fd = match sys::pidfd_open(p.pid) {
             Ok(fd) => Some(fd),
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
-            Err(e) if e.kind() == io::ErrorKind::Unsupported => None,
+            // Out of descriptors (the limit, or the system's table): the stop goes on by pid and
+            // start time rather than give up.
+            Err(e)
+                if e.kind() == io::ErrorKind::Unsupported
+                    || matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) =>
+            {
+                None
+            }
             Err(e) => return Err(format!("pidfd_open({}): {e}", p.pid)),
         };
         let fresh = match read(p.pid) {
@@ -58,6 +74,12 @@ impl Handle {
             Some(fd) => sys::pidfd_send_signal(fd.as_fd(), sig),
             None => sys::kill(self.pid, sig),
         }
+    }
+
+    /// Closes the pidfd of a process already signalled: from now on it is named by its pid and
+    /// start time, and its exit is learnt by rescans.
+    pub fn release_pidfd(&mut self) {
+        self.fd = None;
     }
 
     /// The pidfd, readable once the process has exited; None without pidfds.

@@ -139,6 +139,22 @@ pub fn environ(pid: Pid) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("cannot read /proc/{name}: {e}"))
 }
 
+/// Whether `p` is a zombie that a tracer outside the run still holds: the kernel shows its exit to
+/// the tracer alone, so vloer-run, its reaper, cannot collect it until the tracer waits for it or
+/// lets go. It has ended, yet its pid is not free and the tree cannot be proven empty.
+pub fn held_by_tracer(p: &Proc) -> bool {
+    if p.state != "Z" {
+        return false;
+    }
+    let Ok(status) = files::read_file(&format!("{}/status", p.pid)) else {
+        return false;
+    };
+    String::from_utf8_lossy(&status).lines().any(|l| {
+        l.strip_prefix("TracerPid:")
+            .is_some_and(|t| !matches!(t.trim(), "" | "0"))
+    })
+}
+
 #[cfg(test)]
 mod stat_tests {
     use super::*;

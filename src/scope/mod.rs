@@ -138,15 +138,26 @@ impl Scope {
         }
     }
 
-    /// Step 4 after a scan that listed no survivor: the members the kernel still shows that
-    /// the scan missed, or why the stop cannot be proven.
-    pub fn confirm_none_left(&self) -> Result<Vec<Proc>, String> {
+    /// Step 4 after a scan that listed no live member (`ended`: the members it found ended): the
+    /// members the kernel still shows, or why the stop cannot be proven.
+    pub fn confirm_none_left(&self, ended: Vec<Proc>) -> Result<Vec<Proc>, String> {
         match self {
-            Scope::Tree => Err(
-                "vloer-run still has a child process that /proc does not list, so \
-                                the stop cannot be proven"
-                    .into(),
-            ),
+            // What keeps the kernel's answer from being "no child": a zombie that a tracer
+            // outside the run has not collected is named, in state Z; otherwise a child /proc
+            // does not list at all.
+            Scope::Tree => {
+                let traced: Vec<Proc> = ended
+                    .into_iter()
+                    .filter(proctable::held_by_tracer)
+                    .collect();
+                if traced.is_empty() {
+                    Err("vloer-run still has a child process that /proc does not list, so the \
+                         stop cannot be proven"
+                        .into())
+                } else {
+                    Ok(traced)
+                }
+            }
             Scope::Group(pgid) => group::confirm_none_left(*pgid),
             Scope::Exec(_) => Ok(Vec::new()),
         }

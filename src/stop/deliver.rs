@@ -7,6 +7,7 @@ impl Stop {
     pub(super) fn record(&mut self, pid: Pid, result: Result<Option<Tracked>, String>) {
         match result {
             Ok(Some(mut t)) => {
+                self.room.note(t.handle.pidfd().is_some());
                 if let Some(fd) = t.handle.pidfd() {
                     let key = Key::Member {
                         owner: self.wake.owner,
@@ -39,8 +40,17 @@ impl Stop {
     ) -> Result<Option<Tracked>, String> {
         let scope = self.plan.scope;
         let still = |f: &Proc| f.is_live() && scope.belongs(f, known);
+        let room = self.room.may_open();
         match Handle::open(p, still)? {
-            Some((handle, fresh)) => self.deliver(&fresh, handle, sigs),
+            Some((handle, fresh)) => {
+                let mut tracked = self.deliver(&fresh, handle, sigs);
+                if let (false, Ok(Some(t))) = (room, &mut tracked) {
+                    // Past the stop's room: signalled through a pidfd all the same, which is
+                    // then let go, so that descriptors remain for reading /proc.
+                    t.handle.release_pidfd();
+                }
+                tracked
+            }
             None => Ok(None),
         }
     }

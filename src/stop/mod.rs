@@ -4,6 +4,7 @@ mod deliver;
 mod group;
 mod pace;
 mod plan;
+mod room;
 
 pub use group::ChildGroup;
 use group::Group;
@@ -11,6 +12,7 @@ use pace::Pace;
 pub use pace::Reaped;
 pub use plan::{FirstTarget, FirstWord, StopPlan};
 use plan::{Phase, Signals};
+use room::Room;
 
 use crate::proctable::{self, Handle, Proc, ProcError};
 use crate::reactor::{Key, Reactor, Registration};
@@ -69,6 +71,8 @@ pub struct Stop {
     release_due: bool,
     /// What the run's reaper did during the stop (see `pace`).
     pace: Pace,
+    /// The pidfds it holds, against the limit on open descriptors.
+    room: Room,
 }
 
 /// What the last scan left for the next one.
@@ -122,6 +126,7 @@ impl Stop {
             group: None,
             release_due: false,
             pace: Pace::default(),
+            room: Room::default(),
         }
     }
 
@@ -146,7 +151,7 @@ impl Stop {
             let now = Instant::now();
             return Some(self.group_dying(now).unwrap_or(now));
         }
-        let tick = (!sys::have_pidfd() || self.last.unseen).then(|| Instant::now() + FALLBACK_TICK);
+        let tick = (self.polls() || self.last.unseen).then(|| Instant::now() + FALLBACK_TICK);
         match (self.deadline, tick) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -210,7 +215,7 @@ impl Stop {
             self.round();
             return;
         }
-        if !sys::have_pidfd() {
+        if self.polls() {
             // Without pidfds, liveness comes from rescans alone; each drops what it no longer
             // sees alive and signals only processes that were not signalled in this phase.
             self.round();
@@ -259,6 +264,8 @@ impl Stop {
     /// One pass of `round`. `Some(live pids)` when the scope must be scanned again at once.
     fn scan_and_signal(&mut self) -> Option<Vec<Pid>> {
         self.last.unseen = false;
+        self.room
+            .recount(self.tracked.values().map(|t| t.handle.pidfd().is_some()));
         // The fast path signals as it reads; the loop below then only sees what it left.
         let scanned = self
             .walk_and_signal()
@@ -276,7 +283,7 @@ impl Stop {
         };
         let known: HashSet<Pid> = members.iter().map(|p| p.pid).collect();
         let mut held = false;
-        if !sys::have_pidfd() {
+        if self.polls() {
             // No pidfd tells us of an exit: what this scan does not show alive, with the same
             // start time, is gone (or its pid now names another process).
             let live: HashMap<Pid, u64> = members
@@ -324,7 +331,7 @@ impl Stop {
                     Ok(Settled::Wait) | Err(_) => {}
                     Ok(Settled::Unseen) => self.last.unseen = true,
                 }
-            } else if sys::have_pidfd() && !self.deadline.is_some_and(|d| Instant::now() >= d) {
+            } else if !self.polls() && !self.deadline.is_some_and(|d| Instant::now() >= d) {
                 // The scan saw live members, yet each was gone by the time it was to be
                 // signalled: a process that keeps forking away from its pid leaves its child,
                 // forked after the scan, alive. Only a scan without live members proves the scope
@@ -351,12 +358,17 @@ impl Stop {
     /// process twice and signals only after the whole scan. Whatever this leaves untracked (not
     /// a member when read, no pidfd) goes through the general path in `scan_and_signal`.
     fn walk_and_signal(&mut self) -> Option<Result<Vec<Proc>, ProcError>> {
-        if !self.plan.scope.walks() || self.phase == Phase::Done {
+        if !self.plan.scope.walks() || self.phase == Phase::Done || !self.room.may_open() {
             return None;
         }
         let scope = self.plan.scope;
         let walked = proctable::walk_tree(&mut |p, fd, known| {
-            if self.tracked.contains_key(&p.pid) || self.held(p) || !scope.belongs(p, known) {
+            if self.tracked.contains_key(&p.pid)
+                || self.held(p)
+                || !scope.belongs(p, known)
+                || !self.room.may_open()
+            {
+                // Past the room, the general path signals it without a pidfd.
                 return;
             }
             let sigs = self.signals_for(p);
@@ -373,6 +385,11 @@ impl Stop {
             .iter()
             .map(|(pid, t)| (*pid, t.handle.starttime))
             .collect()
+    }
+
+    /// Whether exits are learnt by rescanning: no pidfds here, or not for every tracked process.
+    fn polls(&self) -> bool {
+        !sys::have_pidfd() || self.room.plain
     }
 
     /// What this phase sends to `p`; nothing while held (see `held`).
@@ -394,10 +411,12 @@ impl Stop {
         if !proven_empty {
             match self.plan.scope.scan(&known) {
                 Ok(members) => {
-                    outcome.survivors = members.into_iter().filter(Proc::is_live).collect();
+                    let (live, ended): (Vec<Proc>, Vec<Proc>) =
+                        members.into_iter().partition(Proc::is_live);
+                    outcome.survivors = live;
                     if outcome.survivors.is_empty() {
-                        // What the kernel still shows that the scan did not list.
-                        match self.plan.scope.confirm_none_left() {
+                        // What the kernel still shows that the scan did not list as alive.
+                        match self.plan.scope.confirm_none_left(ended) {
                             Ok(missed) => outcome.survivors = missed,
                             Err(e) => errors.push(e),
                         }

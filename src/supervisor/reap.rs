@@ -97,6 +97,14 @@ impl Supervisor {
                             let _ = sys::killpg(p.pgid, Sig::CONT);
                             continue;
                         }
+                        if crate::terminal::own_group_orphaned() {
+                            // As the kernel discards a terminal's stop for an orphaned group (the
+                            // bare command would have ignored it), and nobody could continue
+                            // vloer-run: the child goes on.
+                            msg::verbose(format_args!("child stopped by {sig}; vloer-run leads an orphaned group that nobody could resume, so continuing it"));
+                            let _ = sys::killpg(p.pgid, Sig::CONT);
+                            continue;
+                        }
                         msg::verbose(format_args!(
                             "child stopped by {sig}; stopping vloer-run too"
                         ));

@@ -13,6 +13,7 @@ impl Supervisor {
             rewrite: &self.config.signals.rewrite,
             session: self.config.signals.session,
             pid1: self.pid1,
+            orphaned: sig.is_job_control() && !self.pid1 && crate::terminal::own_group_orphaned(),
         };
         match forward::decide(sig, view) {
             // The caller started us with it ignored (nohup, a background job's SIGINT): it asked

@@ -161,7 +161,7 @@ pub fn stop_self(sig: Sig) {
 /// Whether vloer-run's parent is in another process group of the same session. That keeps
 /// vloer-run's group from being orphaned, and only then does the kernel let SIGTSTP, SIGTTIN and
 /// SIGTTOU stop it (it discards them for an orphaned group).
-pub(super) fn parent_in_other_group_of_session() -> bool {
+pub fn parent_in_other_group_of_session() -> bool {
     // SAFETY: plain queries by pid; each returns -1 on error, which is checked.
     unsafe {
         let ppid = libc::getppid();

@@ -121,6 +121,21 @@ pub fn raise_nofile_limit() {
     }
 }
 
+/// vloer-run's own soft limit on open descriptors now (after `raise_nofile_limit`).
+pub fn nofile_limit() -> Option<u64> {
+    let mut lim = MaybeUninit::<libc::rlimit>::zeroed();
+    // SAFETY: getrlimit writes one rlimit into valid memory; a zeroed rlimit is valid too.
+    let lim = unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) != 0 {
+            return None;
+        }
+        lim.assume_init()
+    };
+    // rlim_t is narrower than u64 on some 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    Some(lim.rlim_cur as u64)
+}
+
 /// Fills fds 0-2 that were closed at start with /dev/null, so that no descriptor vloer-run opens
 /// later (a socket, the signalfd) can be mistaken for stdout or stderr. The child gets them closed.
 #[cfg_attr(test, allow(dead_code))]

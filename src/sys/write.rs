@@ -1,4 +1,4 @@
-//! A write to stderr that never waits for its reader.
+//! A write to stderr that never waits for its reader, and one to a descriptor vloer-run inherited.
 
 use super::*;
 
@@ -34,4 +34,22 @@ pub fn write_nowait(fd: BorrowedFd<'_>, buf: &[u8]) -> NoWait {
         Some(libc::EOPNOTSUPP | libc::EINVAL | libc::ENOSYS | libc::ESPIPE) => NoWait::Unsupported,
         _ => NoWait::Failed,
     }
+}
+
+/// Whether descriptor `fd` is open in vloer-run now.
+pub fn fd_is_open(fd: RawFd) -> bool {
+    // SAFETY: F_GETFD only asks about the descriptor number; a closed one gives EBADF.
+    fd >= 0 && unsafe { libc::fcntl(fd, libc::F_GETFD) } != -1
+}
+
+/// One write(2) of `buf` to descriptor `fd`, which vloer-run inherited open from its caller.
+pub fn write_inherited(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    // SAFETY: `buf` is valid for reads of its length. The number is the caller's descriptor:
+    // vloer-run never closes an inherited descriptor, so it still names the caller's file, and a
+    // write to it cannot corrupt memory whatever it names.
+    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
 }

@@ -45,6 +45,9 @@
 //!   record-until SIG OUT         `record OUT`, but exits 0 after SIG instead of SIGTERM
 //!   exec [--block SIG]... [--ignore SIG]... -- CMD ARG...
 //!                                execs CMD with those signals blocked and ignored
+//!   trace PID READY              a tracer from outside the run: PTRACE_SEIZE on PID, publishes its
+//!                                own pid, then sleeps without ever waiting for its tracee, whose
+//!                                stops and exit stay with it (a zombie its reaper cannot collect)
 //!   check                        exits 0 (with --root: proves setresuid(0,0,0) worked)
 //!   storm READY                  a fork storm: SIGTERM ignored, every process forks as fast as it
 //!                                can and reaps its dead children, for ever; at EAGAIN it tries
@@ -142,6 +145,7 @@ fn main() {
         ("record-until", [sig, out]) => record(out, None, parse_sig(sig)),
         ("exec", _) => exec_with(rest),
         ("check", []) => exit(0),
+        ("trace", [pid, ready]) => trace(parse_count(pid) as i32, ready),
         ("storm", [ready]) => storm(ready),
         ("zombies", [n, pause_at, dir]) => zombies(parse_count(n), parse_count(pause_at), dir),
         _ => die(&format!(
@@ -777,4 +781,24 @@ fn seccomp_exec(filter: &[SockFilter], argv: &[String]) -> ! {
     let mut args = vec!["--".to_string()];
     args.extend_from_slice(argv);
     exec_with(&args)
+}
+
+fn trace(pid: i32, ready: &str) -> ! {
+    // SAFETY: PTRACE_SEIZE takes a pid and no address or data (no options).
+    let rc = unsafe {
+        libc::ptrace(
+            libc::PTRACE_SEIZE,
+            pid,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    if rc != 0 {
+        die(&format!(
+            "PTRACE_SEIZE {pid}: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    publish(ready, &[getpid()]);
+    sleep_forever()
 }

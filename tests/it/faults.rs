@@ -631,6 +631,96 @@ fn a_process_held_by_a_frozen_outside_tracer_is_reported_as_a_survivor() {
     );
 }
 
+/// A descendant that ended while a tracer outside the run holds it is a zombie only that tracer
+/// may collect: vloer-run, its reaper, cannot, so the tree cannot be proven empty. The verdict
+/// names it as a survivor (state Z), not as a child that /proc does not list.
+#[test]
+fn a_zombie_held_by_an_outside_tracer_is_listed_as_a_survivor() {
+    let dir = harness::tempdir();
+    let ready = dir.path().join("ready");
+    let (run, pids) = Run::helper(
+        &["--grace", "500ms", "--kill-timeout", "1s"],
+        &["many", "1", &path_str(&ready)],
+    )
+    .start_until_ready(&ready);
+    // The tracer never waits: the tracee's stop for SIGTERM and then its exit on SIGKILL stay
+    // with it. Dropping it (SIGKILL) lets the zombie go to its reaper.
+    let attached = dir.path().join("tracer");
+    let mut tracer = Command::new(harness::helper());
+    tracer
+        .args(["trace", &pids[1].to_string(), &path_str(&attached)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    let mut tracer = Running::of(tracer.spawn().expect("the tracer"));
+    wait_until("the tracer to attach or fail", || {
+        attached.exists() || tracer.child.try_wait().is_ok_and(|s| s.is_some())
+    });
+    if !attached.exists() {
+        harness::skip("cannot ptrace a process outside the test's own tree here (Yama)");
+        return;
+    }
+    let out = run.finish_after(libc::SIGTERM);
+    let held = state(pids[1]);
+    drop(tracer);
+    let v = out.verdict();
+    assert_eq!(v["stopped"], false, "{out}");
+    assert_eq!(out.code(), Some(125), "{out}");
+    let survivors: Vec<(i64, &str)> = v["survivors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["pid"].as_i64().unwrap(), s["state"].as_str().unwrap()))
+        .collect();
+    assert_eq!(survivors, [(pids[1] as i64, "Z")], "{out}");
+    assert!(v.get("error").is_none(), "{out}");
+    assert_eq!(held, Some('Z'), "the survivor really was a zombie: {out}");
+}
+
+/// A hard limit on open descriptors below the tree's size: one pidfd per process runs out, and
+/// the stop goes on by pid and start time instead of giving up. 600 children that ignore SIGTERM,
+/// under `ulimit -n 512` and `ulimit -n 16`: every one killed, the verdict true, and the child
+/// started with the limit vloer-run was given.
+#[test]
+fn a_descriptor_limit_below_the_trees_size_does_not_abandon_the_stop() {
+    for limit in ["512", "16"] {
+        let dir = harness::tempdir();
+        let ready = dir.path().join("ready");
+        let args = harness::helper_argv(
+            &["--grace", "300ms"],
+            &[
+                "exec",
+                "--ignore",
+                "TERM",
+                "--",
+                harness::helper(),
+                "many",
+                "600",
+                &path_str(&ready),
+            ],
+        );
+        let script = r#"ulimit -n "$1" && shift && exec "$@""#;
+        let (run, pids) =
+            Run::via(&["sh", "-c", script, "sh", limit], args).start_until_ready(&ready);
+        assert_eq!(pids.len(), 601, "limit {limit}");
+        let limits = std::fs::read_to_string(format!("/proc/{}/limits", pids[0])).unwrap();
+        let files = limits
+            .lines()
+            .find(|l| l.starts_with("Max open files"))
+            .unwrap_or_default();
+        assert_eq!(
+            files.split_whitespace().filter(|w| *w == limit).count(),
+            2,
+            "the child's own limit: {files}"
+        );
+        let out = run.finish_after(libc::SIGTERM);
+        let v = out.verdict();
+        assert_eq!(v["stopped"], true, "limit {limit}: {out}");
+        assert!(v.get("error").is_none(), "limit {limit}: {out}");
+        assert!(sent(&v, "SIGKILL") >= 600, "limit {limit}: {out}");
+        assert_all_gone(&pids, &out);
+    }
+}
+
 #[test]
 fn a_descendant_blocking_sigterm_is_killed_on_time() {
     let dir = harness::tempdir();

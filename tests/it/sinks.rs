@@ -1,9 +1,11 @@
-//! Where the verdict goes: `--verdict PATH` (a regular file replaced by rename), `-` (stdout),
-//! a FIFO, `/dev/fd/N`, a character device, and `off`.
+//! Where the verdict goes: `--verdict PATH` (a regular file replaced by rename, a symlink
+//! followed), `-` (stdout), a FIFO, `/dev/fd/N` and `/dev/stdout` (the inherited descriptor
+//! itself: a file, a socket), a character device, and `off`.
 
 use crate::harness::{self, Run};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::Path;
 
 /// Exactly one verdict line, newline included.
 fn one_line(text: &str, what: &str) -> serde_json::Value {
@@ -129,4 +131,123 @@ fn off_writes_nothing() {
     let f = exiting("off", 2);
     assert_eq!(f.code(), Some(2), "{f}");
     assert!(f.stdout.is_empty() && f.stderr.is_empty(), "{f}");
+}
+
+/// `vloer-run ARGS` with its stdout (and so the child's) sent to `log` by the shell, with `>`
+/// or `>>`.
+fn into_log(redirect: &str, log: &Path, args: &[&str]) -> harness::Finished {
+    let script = format!("log=$1; shift; exec \"$@\" {redirect}\"$log\"");
+    Run::via(&["sh", "-c", &script, "sh", &harness::path_str(log)], args).finish()
+}
+
+#[test]
+fn a_descriptor_path_writes_after_the_childs_output_never_over_it() {
+    let dir = harness::tempdir();
+    let child = "for i in $(seq 30); do echo line-$i; done";
+    for (to, redirect) in [
+        ("/dev/fd/1", ">"),
+        ("/proc/self/fd/1", ">"),
+        ("/dev/stdout", ">"),
+        ("/dev/fd/1", ">>"),
+        ("/dev/stdout", ">>"),
+    ] {
+        let log = harness::tmp_path(&dir, "log");
+        std::fs::write(&log, "an earlier run\n").unwrap();
+        let f = into_log(redirect, &log, &["--verdict", to, "--", "sh", "-c", child]);
+        assert_eq!(f.code(), Some(0), "--verdict {to} with {redirect}: {f}");
+        let text = std::fs::read_to_string(&log).unwrap();
+        let mut lines: Vec<&str> = text.lines().collect();
+        let verdict = lines.pop().unwrap_or_default();
+        let mut want: Vec<String> = (1..=30).map(|i| format!("line-{i}")).collect();
+        if redirect == ">>" {
+            want.insert(0, "an earlier run".into());
+        }
+        assert_eq!(
+            lines, want,
+            "--verdict {to} with {redirect}: the log is\n{text}"
+        );
+        let v = harness::parse_verdict(verdict)
+            .unwrap_or_else(|| panic!("--verdict {to} with {redirect}: no verdict last:\n{text}"));
+        assert_eq!(v["stopped"], true, "{text}");
+    }
+}
+
+#[test]
+fn a_symlink_is_followed_never_replaced() {
+    let dir = harness::tempdir();
+    let real = harness::tmp_path(&dir, "real.json");
+    std::fs::write(&real, "old\n").unwrap();
+    let link = harness::tmp_path(&dir, "link.json");
+    std::os::unix::fs::symlink("real.json", &link).unwrap();
+    // A link that points nowhere yet: its target is created.
+    let dangling = harness::tmp_path(&dir, "dangling.json");
+    std::os::unix::fs::symlink("new.json", &dangling).unwrap();
+    for (path, target, code) in [(&link, "real.json", 3), (&dangling, "new.json", 4)] {
+        let f = exiting(&harness::path_str(path), code);
+        assert_eq!(f.code(), Some(code), "{f}");
+        assert!(
+            std::fs::symlink_metadata(path)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "{} was replaced by a file",
+            path.display()
+        );
+        let got = std::fs::read_to_string(harness::tmp_path(&dir, target)).unwrap();
+        assert_eq!(one_line(&got, target)["exit_code"], code);
+    }
+}
+
+#[test]
+fn dev_stdout_stays_a_symlink_when_stdout_is_a_regular_file() {
+    // In a private mount namespace with a /dev of its own: were the link replaced, the machine's
+    // /dev/stdout would not be.
+    let dir = harness::tempdir();
+    let log = harness::tmp_path(&dir, "log");
+    let script = r#"mount -t tmpfs tmpfs /dev && ln -s /proc/self/fd/1 /dev/stdout || exit 99
+"$1" --verdict /dev/stdout -- echo from-the-child > "$2"; rc=$?
+if [ -L /dev/stdout ]; then echo still-a-link; else echo replaced; fi
+exit $rc"#;
+    let Some(cmd) = harness::in_mount_ns(script, &[harness::bin(), &harness::path_str(&log)])
+    else {
+        return;
+    };
+    let f = Run::of(cmd).finish();
+    assert_eq!(f.code(), Some(0), "{f}");
+    assert_eq!(f.stdout.trim(), "still-a-link", "{f}");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let (first, verdict) = text.split_once('\n').unwrap_or_default();
+    assert_eq!(first, "from-the-child", "the log is {text:?}");
+    assert_eq!(one_line(verdict, "the log")["stopped"], true);
+}
+
+#[test]
+fn a_descriptor_path_to_a_socket_works_like_dash() {
+    use std::os::unix::net::UnixStream;
+    for to in ["/dev/stdout", "/dev/fd/1", "/proc/self/fd/1", "-"] {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let mut run = Run::new(["--verdict", to, "--", "sh", "-c", "echo from-the-child"]);
+        run.cmd
+            .stdout(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+                theirs,
+            )));
+        let f = run.finish();
+        assert_eq!(f.code(), Some(0), "--verdict {to}: {f}");
+        ours.set_read_timeout(Some(harness::LIMIT)).unwrap();
+        let mut got = String::new();
+        (&ours).read_to_string(&mut got).unwrap();
+        let (first, verdict) = got.split_once('\n').unwrap_or_default();
+        assert_eq!(first, "from-the-child", "--verdict {to}: {got:?}");
+        assert_eq!(one_line(verdict, "the socket")["stopped"], true, "{to}");
+    }
+}
+
+#[test]
+fn a_descriptor_that_is_not_open_is_bad_input() {
+    let f = Run::new(["--verdict", "/dev/fd/9", "--", "true"]).finish();
+    assert_eq!(f.code(), Some(125), "{f}");
+    assert!(
+        f.stderr.contains("descriptor 9 is not open") && f.stderr.lines().count() == 1,
+        "{f}"
+    );
 }

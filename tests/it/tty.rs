@@ -768,3 +768,58 @@ fn as_pid_1_a_ctrl_z_does_not_hang_the_terminal() {
     // The terminal now belongs to the namespace's session, so the outer sh is only waited for.
     pty.assert_leader_succeeds(leader, "the outer sh");
 }
+
+#[test]
+fn leading_the_terminals_session_a_ctrl_z_is_discarded_as_for_the_bare_command() {
+    // `script -c`, `ssh -t host vloer-run ...`, `docker exec -it`: vloer-run leads the session
+    // of its terminal, so its group is orphaned. The kernel discards ^Z for the bare command
+    // there, and nobody could continue a vloer-run that stopped itself: the child goes on.
+    let dir = harness::tempdir();
+    let fifo = gate(&dir);
+    let mut pty = Pty::open();
+    let inner = format!(
+        r#"read -r _ < "$FIFO"; echo "reading"; {READ_UNTIL_END}; echo "inner-done"; exit 4"#
+    );
+    let leader = pty.spawn(
+        &[harness::bin(), "-v", "--", "sh", "-c", &inner],
+        &[("FIFO", &fifo)],
+    );
+    release(&fifo);
+    pty.expect("reading");
+    pty.send("\x1a");
+    pty.expect("nobody could resume, so continuing it");
+    pty.send("end\n");
+    pty.expect("inner-done");
+    let mut leader = leader;
+    let status = leader.child.wait().expect("waiting for vloer-run");
+    assert_eq!(status.code(), Some(4), "{}", pty.text());
+}
+
+#[test]
+fn in_the_sessions_orphaned_group_vloer_run_does_not_stop_itself_on_ctrl_z() {
+    // `script -c 'sh -c "vloer-run ...; ..."'`: vloer-run and its child share the session
+    // leader's group, which is orphaned. The terminal's SIGTSTP reaches vloer-run through its
+    // signalfd, where the kernel cannot discard it; vloer-run must not stop itself for it.
+    let dir = harness::tempdir();
+    let fifo = gate(&dir);
+    let mut pty = Pty::open();
+    let inner = format!(
+        r#"read -r _ < "$FIFO"; echo "reading"; {READ_UNTIL_END}; echo "inner-done"; exit 4"#
+    );
+    let script = r#""$VR" -v -- sh -c "$INNER"; echo "vloer-exit=$?""#;
+    let leader = pty.spawn(&["sh", "-c", script], &[("INNER", &inner), ("FIFO", &fifo)]);
+    release(&fifo);
+    pty.expect("reading");
+    pty.send("\x1a");
+    // What vloer-run does with the SIGTSTP it read: the terminal gave it to the group already.
+    pty.expect("not forwarded");
+    pty.send("end\n");
+    pty.expect("inner-done");
+    pty.expect("vloer-exit=4");
+    assert!(
+        !pty.text().contains("stopping vloer-run itself"),
+        "{}",
+        pty.text()
+    );
+    pty.assert_leader_succeeds(leader, "the outer sh");
+}
