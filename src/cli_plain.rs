@@ -25,6 +25,8 @@ pub const OPTION_ENV: &[&str] = &[
     "VLOER_STOP_ON",
     "VLOER_TIMEOUT",
     "VLOER_SCOPE",
+    "VLOER_SWEEP",
+    "VLOER_SWEEP_STRICT",
     "VLOER_VERDICT",
     "VLOER_PRESERVE_STATUS",
     "VLOER_SUCCESS_EXIT",
@@ -67,6 +69,8 @@ fn defaults(command: Vec<OsString>) -> RunArgs {
             stop_on: vec![Sig::TERM],
             timeout: None,
             scope: ScopeArg::Tree,
+            sweep: Vec::new(),
+            sweep_strict: false,
         },
         output: OutputArgs {
             verdict: VerdictTo::Stderr,
