@@ -1,7 +1,7 @@
 //! What one process holds (its working directory, root, executable, open files, file-backed
 //! maps) and names (its command-line arguments), matched against the swept folders' identities.
 
-use super::mounts::{self, Ident, Table};
+use super::mounts::{self, Ident, Mount, Table};
 use super::proc::{self, Got};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -98,8 +98,14 @@ impl Look<'_> {
 
     fn holds(&self, path: &Path, mnt_id: Option<u64>) -> bool {
         self.table
-            .ident(path, mnt_id)
-            .is_some_and(|i| self.dirs.iter().any(|d| i.within(d)))
+            .mount_of(path, mnt_id)
+            .is_some_and(|m| self.within(path, m))
+    }
+
+    /// Whether `path` on `mount`, or a mount point it lies under, is at or below a swept folder.
+    fn within(&self, path: &Path, mount: &Mount) -> bool {
+        let chain = self.table.chain(path, mount);
+        chain.iter().any(|i| self.dirs.iter().any(|d| i.within(d)))
     }
 
     /// Whether some mount on a swept folder's device could show `path` at or below the folder:
@@ -107,8 +113,8 @@ impl Look<'_> {
     fn could_hold(&self, path: &Path) -> bool {
         self.dirs.iter().any(|d| {
             self.table
-                .ident_on(path, d.dev)
-                .is_some_and(|i| i.within(d))
+                .mount_on(path, d.dev)
+                .is_some_and(|m| self.within(path, m))
         })
     }
 
@@ -155,9 +161,9 @@ impl Look<'_> {
             let Some(path) = mounts::link_path(path) else {
                 return false;
             };
-            self.dirs.iter().any(|d| {
-                d.dev == dev && self.table.ident_on(&path, dev).is_some_and(|i| i.within(d))
-            })
+            self.table
+                .mount_on(&path, dev)
+                .is_some_and(|m| self.within(&path, m))
         })
     }
 

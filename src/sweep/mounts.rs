@@ -26,6 +26,7 @@ impl Ident {
 #[derive(Debug)]
 pub struct Mount {
     pub id: u64,
+    pub parent: u64,
     pub dev: (u32, u32),
     /// The folder of the filesystem mounted here (not `/` for a bind mount of a subfolder).
     pub root: PathBuf,
@@ -55,21 +56,39 @@ impl Table {
         self.mounts.iter().find(|m| m.id == id)
     }
 
-    /// The identity of `path` (absolute, normalized): through the mount `mnt_id` when known and
-    /// listed, else through the topmost mount with the longest mount point above it.
-    pub fn ident(&self, path: &Path, mnt_id: Option<u64>) -> Option<Ident> {
+    /// The mount `path` (absolute, normalized) lies on: `mnt_id` when known and listed, else the
+    /// topmost mount with the longest mount point above it.
+    pub fn mount_of(&self, path: &Path, mnt_id: Option<u64>) -> Option<&Mount> {
         let by_id = mnt_id
             .and_then(|id| self.by_id(id))
             .filter(|m| path.starts_with(&m.point));
-        let mount = by_id.or_else(|| self.covering(path, |_| true))?;
-        Some(through(mount, path))
+        by_id.or_else(|| self.covering(path, |_| true))
     }
 
-    /// The identity of `path` through the topmost longest mount point above it on device `dev`
-    /// (a memory map names its device, so an over-mounted path still maps right).
-    pub fn ident_on(&self, path: &Path, dev: (u32, u32)) -> Option<Ident> {
+    /// The mount `path` lies on among those of device `dev` (a memory map names its device, so
+    /// an over-mounted path still maps right).
+    pub fn mount_on(&self, path: &Path, dev: (u32, u32)) -> Option<&Mount> {
         self.covering(path, |m| m.dev == dev)
-            .map(|m| through(m, path))
+    }
+
+    /// The identity of `path`; see `mount_of`.
+    pub fn ident(&self, path: &Path, mnt_id: Option<u64>) -> Option<Ident> {
+        self.mount_of(path, mnt_id).map(|m| through(m, path))
+    }
+
+    /// The identity of `path` on `mount`, then of each mount point it lies under, up to the
+    /// namespace's root: a file on a filesystem mounted inside a folder lies in that folder.
+    pub fn chain(&self, path: &Path, mount: &Mount) -> Vec<Ident> {
+        let mut idents = vec![through(mount, path)];
+        let mut m = mount;
+        while let Some(up) = self.by_id(m.parent).filter(|up| up.id != m.id) {
+            if idents.len() > self.mounts.len() {
+                break;
+            }
+            idents.push(through(up, &m.point));
+            m = up;
+        }
+        idents
     }
 
     fn covering(&self, path: &Path, keep: impl Fn(&Mount) -> bool) -> Option<&Mount> {
@@ -109,6 +128,7 @@ fn parse_line(line: &[u8], base: &Path) -> Option<Mount> {
     }
     let text = |f: &[u8]| String::from_utf8_lossy(f).into_owned();
     let id = text(fields[0]).parse().ok()?;
+    let parent = text(fields[1]).parse().ok()?;
     let (major, minor) = text(fields[2])
         .split_once(':')
         .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))?;
@@ -119,6 +139,7 @@ fn parse_line(line: &[u8], base: &Path) -> Option<Mount> {
     };
     Some(Mount {
         id,
+        parent,
         dev: (major, minor),
         root: normalize(&unescape(fields[3])),
         point: normalize(&point),
@@ -191,8 +212,8 @@ mod tests {
 22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
 30 22 0:25 / /proc rw,nosuid - proc proc rw,hidepid=invisible
 40 22 8:1 /srv/data /mnt/view rw - ext4 /dev/sda1 rw
-41 22 0:40 / /mnt/view/sub rw - tmpfs tmpfs rw
-42 22 0:41 / /mnt/view/sub rw - tmpfs tmpfs rw
+41 40 0:40 / /mnt/view/sub rw - tmpfs tmpfs rw
+42 41 0:41 / /mnt/view/sub rw - tmpfs tmpfs rw
 43 22 8:1 / /a\\040b rw - ext4 /dev/sda1 rw
 ";
 
@@ -232,10 +253,22 @@ mod tests {
             t.ident(Path::new("/mnt/view/sub/f"), Some(40)),
             id((8, 1), "/srv/data/sub/f")
         );
-        assert_eq!(
-            t.ident_on(Path::new("/mnt/view/sub/f"), (8, 1)),
-            id((8, 1), "/srv/data/sub/f")
-        );
+        let under = t.mount_on(Path::new("/mnt/view/sub/f"), (8, 1)).unwrap();
+        let want = id((8, 1), "/srv/data/sub/f").unwrap();
+        assert_eq!(through(under, Path::new("/mnt/view/sub/f")), want);
+        // The tmpfs on /mnt/view/sub lies in the bind mount of /srv/data, which lies on /.
+        let tmpfs = t.mount_of(Path::new("/mnt/view/sub/f"), None).unwrap();
+        let chain = t.chain(Path::new("/mnt/view/sub/f"), tmpfs);
+        let want: Vec<Ident> = [
+            ((0, 41), "/f"),
+            ((0, 40), "/"),
+            ((8, 1), "/srv/data/sub"),
+            ((8, 1), "/mnt/view"),
+        ]
+        .iter()
+        .map(|(d, p)| id(*d, p).unwrap())
+        .collect();
+        assert_eq!(chain, want);
         assert_eq!(t.by_id(30).unwrap().super_options, "rw,hidepid=invisible");
     }
 
