@@ -32,7 +32,7 @@ _vloer__run() {
 
     case "${cmd}" in
         vloer__run)
-            opts="-v -q -h -V --session --forward-to --rewrite --parent-death --child-pdeathsig --when-child-exits --stop-signal --stop-order --grace --kill-timeout --stop-on --timeout --scope --verdict --preserve-status --success-exit --verbose --quiet --control --help --version stop status exec"
+            opts="-v -q -h -V --session --forward-to --rewrite --parent-death --child-pdeathsig --when-child-exits --stop-signal --stop-order --grace --kill-timeout --stop-on --timeout --scope --sweep --sweep-strict --verdict --preserve-status --success-exit --verbose --quiet --control --help --version stop status exec"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -89,6 +89,13 @@ _vloer__run() {
                     ;;
                 --scope)
                     COMPREPLY=($(compgen -W "tree group" -- "${cur}"))
+                    return 0
+                    ;;
+                --sweep)
+                    COMPREPLY=()
+                    if [[ "${BASH_VERSINFO[0]}" -ge 4 ]]; then
+                        compopt -o plusdirs
+                    fi
                     return 0
                     ;;
                 --verdict)

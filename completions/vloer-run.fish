@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_vloer_run_global_optspecs
-    string join \n session forward-to= rewrite= parent-death child-pdeathsig= when-child-exits= stop-signal= stop-order= grace= kill-timeout= stop-on= timeout= scope= verdict= preserve-status success-exit= v/verbose q/quiet control= h/help V/version
+    string join \n session forward-to= rewrite= parent-death child-pdeathsig= when-child-exits= stop-signal= stop-order= grace= kill-timeout= stop-on= timeout= scope= sweep= sweep-strict verdict= preserve-status success-exit= v/verbose q/quiet control= h/help V/version
 end
 
 function __fish_vloer_run_needs_command
@@ -136,11 +136,13 @@ RTMAX\t'signal 64'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l timeout -d 'Stop the run this long after the child started (0: never); exit 124' -r -f
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l scope -d 'Which processes the stop covers and checks' -r -f -a "tree\t'Every descendant of vloer-run, setsid() and daemonized ones included'
 group\t'The run\'s processes in the child\'s process group (processes that leave it are neither signalled nor checked)'"
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -l sweep -d 'Also stop every process that holds or names DIR (working directory, root, executable, open file, memory map, argument), inside the tree or not, and prove none is left (repeatable)' -r -f -a "(__fish_complete_directories)"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l verdict -d 'Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced atomically (a symlink\'s target, never the link); a FIFO, a device such as /dev/termination-log, or a descriptor (/dev/fd/N, /dev/stdout) gets one write' -r -F
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l success-exit -d 'Map this exit code of the child to 0 (repeatable), e.g. 143 for a JVM' -r
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l control -d 'Serve stop, status and exec requests on a Unix socket at PATH (mode 0600)' -r -F
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l session -d 'Start the child in a new session (setsid) instead of a new process group; the terminal is then not handed to it'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l parent-death -d 'Stop the run (reason parent_died) when vloer-run\'s parent process exits'
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -l sweep-strict -d 'With --sweep: a process that could not be looked at fails the proof even when it started before the run'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l preserve-status -d 'After --timeout, exit with the child\'s status instead of 124'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -s v -l verbose -d 'Print each forwarded signal, reap and stop step on stderr. On a pipe or socket, lines its reader is too slow for are left out and counted, never waited for'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -s q -l quiet -d 'Print nothing but errors'

@@ -162,6 +162,16 @@ pub struct StopArgs {
     /// Which processes the stop covers and checks.
     #[arg(long, env = "VLOER_SCOPE", value_enum, default_value_t = ScopeKind::Tree, value_name = "SCOPE")]
     pub scope: ScopeKind,
+
+    /// Also stop every process that holds or names DIR (working directory, root, executable, open
+    /// file, memory map, argument), inside the tree or not, and prove none is left (repeatable).
+    #[arg(long, env = "VLOER_SWEEP", value_name = "DIR", action = clap::ArgAction::Append, value_hint = clap::ValueHint::DirPath)]
+    pub sweep: Vec<PathBuf>,
+
+    /// With --sweep: a process that could not be looked at fails the proof even when it started
+    /// before the run.
+    #[arg(long, env = "VLOER_SWEEP_STRICT", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    pub sweep_strict: bool,
 }
 
 /// What the run reports: the verdict, the exit status, messages.

@@ -26,6 +26,8 @@ pub const OPTION_ENV: &[&str] = &[
     "VLOER_STOP_ON",
     "VLOER_TIMEOUT",
     "VLOER_SCOPE",
+    "VLOER_SWEEP",
+    "VLOER_SWEEP_STRICT",
     "VLOER_VERDICT",
     "VLOER_PRESERVE_STATUS",
     "VLOER_SUCCESS_EXIT",
@@ -68,6 +70,8 @@ fn defaults(command: Vec<OsString>) -> RunArgs {
             stop_on: vec![Sig::TERM],
             timeout: None,
             scope: crate::scope::Kind::Tree,
+            sweep: Vec::new(),
+            sweep_strict: false,
         },
         output: OutputArgs {
             verdict: Sink::Stderr,

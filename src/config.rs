@@ -2,6 +2,7 @@
 //! the verdict's sink ready to write (see `cli` for how they are given).
 
 use crate::cli::{RunArgs, SignalArgs, StopArgs};
+use crate::sweep::Sweep;
 use crate::verdict::Sink;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -15,11 +16,18 @@ pub struct RunConfig {
     pub sink: Sink,
     pub preserve_status: bool,
     pub success_exit: Vec<u8>,
+    /// `--sweep`: the folders, resolved at start; None without the option.
+    pub sweep: Option<Sweep>,
 }
 
-impl From<RunArgs> for RunConfig {
-    fn from(args: RunArgs) -> RunConfig {
-        RunConfig {
+impl RunConfig {
+    /// Resolves what must be resolved before anything starts (the swept folders).
+    pub fn new(args: RunArgs) -> anyhow::Result<RunConfig> {
+        let sweep = match args.stop.sweep.is_empty() {
+            true => None,
+            false => Some(Sweep::resolve(&args.stop.sweep, args.stop.sweep_strict)?),
+        };
+        Ok(RunConfig {
             command: args.command,
             control: args.control,
             signals: args.signals,
@@ -27,6 +35,7 @@ impl From<RunArgs> for RunConfig {
             sink: args.output.verdict,
             preserve_status: args.output.preserve_status,
             success_exit: args.output.success_exit,
-        }
+            sweep,
+        })
     }
 }

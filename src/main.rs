@@ -24,6 +24,7 @@ mod slowread;
 mod spawn;
 mod stop;
 mod supervisor;
+mod sweep;
 mod sys;
 mod terminal;
 mod verdict;
@@ -83,7 +84,14 @@ fn run(args: cli::RunArgs) -> u8 {
     } else {
         1
     });
-    let sup = match supervisor::Supervisor::new(config::RunConfig::from(args)) {
+    let config = match config::RunConfig::new(args) {
+        Ok(c) => c,
+        Err(e) => {
+            msg::error(format_args!("{e:#}"));
+            return 125;
+        }
+    };
+    let sup = match supervisor::Supervisor::new(config) {
         Ok(s) => s,
         Err(e) => {
             msg::error(format_args!("{e:#}"));

@@ -76,6 +76,7 @@ pub fn man_page() -> String {
     out += &commands_section(&cmd);
     out += &to_roff(RUNNING);
     out += &to_roff(STOP);
+    out += &to_roff(SWEEP);
     out += &to_roff(VERDICT);
     out += &to_roff(EXIT_STATUS);
     out += &environment_section(&cmd);

@@ -13,7 +13,7 @@ Each connection carries one request: one line of JSON from the client, at most 6
 : `{"op":"stop","grace_ms":N}`
 Starts a stop (reason `control`; `grace_ms` is optional and replaces `--grace`), waits for it, and replies with the verdict line.
 : `{"op":"status"}`
-Replies with one line: vloer-run's pid, the child, every live process in the scope (pid, ppid, pgid, state, command line) and the running execs.
+Replies with one line: vloer-run's pid, the child, every live process in the scope (pid, ppid, pgid, state, command line), the running execs, and with `--sweep` every process that holds or names a swept folder now (`sweep`, as in the verdict, plus `error` when the scan proves nothing).
 : `{"op":"exec","argv":[...],...}`
 Also `cwd`, `env` (a list of [name, value] pairs), `timeout_ms` and `tty`, all optional; sent with the client's stdin, stdout and stderr as three file descriptors (SCM_RIGHTS). The instance starts argv as its own child in a new process group (with `"tty":true`, in a new session with the passed stdin, a terminal, as its controlling terminal: `vloer-run exec` sends a new pty there when its stdin and stdout are a terminal, unless `-T`) and replies `{"exec":{"pid":N}}`; when the command ends, `{"exit":{...}}` with `status`, `exit_code`, `signal`, `reason` and `stopped`. While it runs, the client may send `{"op":"cancel"}` (with `"signal":"SIGINT"`, say: the signal the client itself received, which the exec's group then gets first, as a forwarded signal at the start of the run's stop) or close the connection: either stops the exec. The exec is also stopped when its `timeout_ms` passes (`status` 124), when the main child exits and when the run stops. Its stop is the same four steps over the exec's process (known by its pid and start time, so a process that later takes the same pid is never taken for it), its process group and session while the number still names them, and their descendants. Every exec's environment carries `VLOER_EXEC_ID=PID:N`: a descendant that left the group and lost its parent (vloer-run then adopts it) is known as the exec's when it still carries that entry, as another exec's when it carries that one's; one that carries none started during the exec cannot be told from the run's own, since a process can drop its environment (env -i, sudo): see NOTES. What exec stops send is counted in the run's verdict. After a stop that was not confirmed, execs are refused with code `stop_unconfirmed`.
 : errors
@@ -56,6 +56,23 @@ The scope is read afresh from /proc at every step. `--scope tree` (the default) 
 A process is signalled through a pidfd, after its start time is checked against the scan, so a pid recycled between the scan and the signal is never hit.
 "#;
 
+pub(super) const SWEEP: &str = r#"
+# THE FOLDER SWEEP
+The tree answers "is anything the run started still alive?". A script that exports, archives or deletes the run's folder afterwards needs a wider answer: "can anything still change this folder?". A container started through a daemon (`docker run -v "$PWD/work":/w`), a job handed to a system service, or a runner an earlier step detached can work in the folder without descending from the run. `--sweep DIR` (repeatable; `VLOER_SWEEP`, one path) adds DIR to the question.
+
+A process **holds** DIR when its working directory, its root (chroot), its executable, an open file descriptor (a deleted file included) or a file-backed memory map lies at DIR or below it. It **names** DIR when an argument of its command line, made absolute against its working directory and resolved by text (`.`, `..`), is DIR or a path below it, whether or not that path exists. Matching is by filesystem identity, not by spelling: DIR reached through a bind mount, a symlink, or from another mount namespace (a container's `/w`) matches; another folder with the same name does not. vloer-run itself, its ancestors (the shell waiting for it) and kernel threads never match.
+
+DIR is resolved once, at start (symlinks followed): one that does not exist is bad input (exit 125, nothing started, a `vloer-run:` line naming it). Its identity (the device and the path within the filesystem, from vloer-run's own mountinfo) is what is matched from then on, so a DIR deleted during the run is still swept. A process **started during the run** is one whose start time (`/proc/PID/stat`) is not earlier than vloer-run's own.
+
+Within every stop, a match that started during the run and that vloer-run may signal (its own uid, or vloer-run is root) is stopped with the tree's protocol: `--stop-signal`, the grace, SIGKILL, rescans until none is found. A match that started before the run, or that vloer-run may not signal, is never signalled: it is listed. `stopped` is true only when the tree is confirmed and two consecutive scans find no holder and no namer.
+
+A process that cannot be looked at is **unverified**: as non-root, another user's `/proc/PID/cwd`, `fd/` and `maps` answer EACCES, so every process of another user (root's daemons too) is listed under `unverified` with the reason. One that started during the run makes `stopped` false; one that started before does not, unless `--sweep-strict`. A non-root run is honest rather than convenient: a root process that something else starts during the run cannot be inspected, so the verdict is false. A /proc mounted with `hidepid` or `subset=pid` may hide processes: the sweep then proves nothing (`stopped` false, with `error`), whoever runs it.
+
+A scan never waits on a hung filesystem (a FUSE server that stopped answering, an NFS server that is gone): identities come from /proc alone, from the link texts of `cwd`, `root`, `exe` and `fd/N`, the mount id in `fdinfo`, the device and path in `maps`, and each mount namespace's `mountinfo`, never from a stat(2) that would reach the file's server. The command line and maps, whose reads take the process's memory lock, are read on a helper thread and given up after 200 ms (the process is then unverified).
+
+`vloer-run status` lists the current holders and namers, inside the tree or not, under `sweep`, in the form of the verdict's `sweep` field.
+"#;
+
 pub(super) const VERDICT: &str = r#"
 # THE VERDICT
 One JSON object on one line, at most 4096 bytes (a Kubernetes termination message), written once per run when the run ends; `vloer-run stop` prints it too. `--verdict` picks where: stderr (the default), `-` for stdout, `off`, or a file. A regular file is written to a temporary file and renamed into place, so no reader sees half of it; a path that is a symbolic link is followed, and its target replaced, never the link. A FIFO or a character device such as /dev/termination-log gets a single write. /dev/fd/N, /proc/self/fd/N, /dev/stdout and /dev/stderr name the descriptor vloer-run inherited, and the verdict is written to that descriptor in a single write, never by opening the path again: with stdout redirected to a file (> or >>), it comes after the child's output; a socket (a journal, a socketpair) works as with `-`. A descriptor above 2 that is not open when vloer-run starts is bad input. Fields (schema 1):
@@ -83,6 +100,8 @@ zombies reaped during the run besides the main child.
 how long the stop took.
 : `error`
 present when something kept vloer-run from proving the stop.
+: `sweep`
+with `--sweep` (absent without): {dirs, holders: [{pid, comm, uid, started, what}], unverified: [{pid, comm, started, why}], omitted}. `started` is before or during (the run); `what` lists how the process matched: cwd, root, exe, fd, map, argv. `holders` lists every match the stop found, stopped by it or not (one still alive at the end is a survivor too); `omitted` counts entries left out to stay within 4096 bytes.
 : `schema`
 1.
 

@@ -198,6 +198,15 @@ impl Supervisor {
                 State::Watching(_) => "waiting",
                 State::Stopping(_) => "stopping",
             },
+            sweep: self.config.sweep.as_ref().map(|sweep| {
+                let scan = sweep.scan();
+                let mut report = crate::sweep::Report::new(sweep);
+                report.add(&scan);
+                StatusSweep {
+                    report,
+                    error: scan.error,
+                }
+            }),
             uptime_ms: self.started.elapsed().as_millis() as u64,
         };
         serde_json::to_string(&status).expect("a status serializes")
@@ -214,7 +223,18 @@ struct Status {
     schema: u32,
     scope: &'static str,
     state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sweep: Option<StatusSweep>,
     uptime_ms: u64,
+}
+
+/// With `--sweep`: who holds or names a swept folder now, inside the tree or not.
+#[derive(serde::Serialize)]
+struct StatusSweep {
+    #[serde(flatten)]
+    report: crate::sweep::Report,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 #[derive(serde::Serialize)]

@@ -1,0 +1,126 @@
+//! The folder sweep (`--sweep DIR`): which processes, inside the run's tree or not, hold or name
+//! a swept folder. Everything is learned from `/proc` (link texts, `fdinfo`, `mountinfo`, `maps`),
+//! never from a `stat` that would wait on a hung filesystem's server.
+
+mod dir;
+mod holds;
+mod mounts;
+mod proc;
+mod report;
+mod scan;
+
+pub use dir::Dir;
+pub use holds::What;
+pub use report::Report;
+
+use nix::unistd::Pid;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+/// The swept folders, resolved once at start.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    pub dirs: Vec<Dir>,
+    /// `--sweep-strict`: a process that could not be looked at fails the proof even when it was
+    /// there before the run.
+    #[allow(dead_code)] // the stop's, for its proof
+    pub strict: bool,
+    /// vloer-run's own start time (clock ticks since boot): a process that started no earlier
+    /// started during the run.
+    own_start: u64,
+}
+
+impl Sweep {
+    /// Resolves each folder once; an error names the path (the run then starts nothing).
+    pub fn resolve(dirs: &[PathBuf], strict: bool) -> anyhow::Result<Sweep> {
+        let table = match proc::read("self/mountinfo") {
+            proc::Got::Text(t) => mounts::Table::parse(&t, Path::new("/")),
+            _ => anyhow::bail!("--sweep: cannot read /proc/self/mountinfo"),
+        };
+        let own_start = proc::read("self/stat")
+            .ok()
+            .and_then(|b| proc::stat(&b))
+            .map(|s| s.starttime)
+            .ok_or_else(|| anyhow::anyhow!("--sweep: cannot read /proc/self/stat"))?;
+        let dirs = dirs
+            .iter()
+            .map(|d| Dir::resolve(d, &table))
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Sweep {
+            dirs,
+            strict,
+            own_start,
+        })
+    }
+
+    /// One pass over every process `/proc` shows.
+    pub fn scan(&self) -> Scan {
+        scan::scan(self)
+    }
+}
+
+/// What one pass found.
+#[derive(Clone, Debug, Default)]
+pub struct Scan {
+    /// Processes that hold or name a swept folder.
+    pub found: Vec<Found>,
+    /// Processes that could not be looked at in full and were not found to match.
+    pub unverified: Vec<Unverified>,
+    /// Why the pass proves nothing (`/proc` hides processes, or could not be read).
+    pub error: Option<String>,
+}
+
+#[allow(dead_code)] // the stop's: what to signal, and whether a pass counts for the proof
+impl Scan {
+    /// The matches the stop signals: started during the run, and ours to signal.
+    pub fn to_signal(&self) -> impl Iterator<Item = &Found> {
+        self.found
+            .iter()
+            .filter(|f| f.started == Started::During && f.may_signal)
+    }
+
+    /// Whether this pass counts towards the proof: no match, no error, and no process that
+    /// could not be looked at and started during the run (with `strict`, none at all).
+    pub fn clean(&self, strict: bool) -> bool {
+        self.error.is_none()
+            && self.found.is_empty()
+            && self
+                .unverified
+                .iter()
+                .all(|u| !strict && u.started == Started::Before)
+    }
+}
+
+/// Whether a process started before the run or during it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Started {
+    Before,
+    During,
+}
+
+/// A process that holds or names a swept folder.
+#[derive(Clone, Debug)]
+pub struct Found {
+    pub pid: Pid,
+    /// Its start time, which tells it from a later process with the same pid.
+    pub starttime: u64,
+    pub comm: String,
+    /// Its effective uid.
+    pub uid: u32,
+    pub started: Started,
+    pub what: Vec<What>,
+    /// Whether the kernel lets us signal it (we are root, or it runs as our uid).
+    #[allow(dead_code)] // the stop's, through `Scan::to_signal`
+    pub may_signal: bool,
+}
+
+/// A process that could not be looked at in full (another user's, as non-root).
+#[derive(Clone, Debug)]
+pub struct Unverified {
+    pub pid: Pid,
+    pub comm: String,
+    pub starttime: u64,
+    pub started: Started,
+    pub why: String,
+}

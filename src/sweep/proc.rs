@@ -1,0 +1,149 @@
+//! The few reads of `/proc/PID/...` the sweep makes, through the proven /proc, none of which
+//! reaches the filesystem a link points into: link texts, `fdinfo`, `stat`, `status`.
+
+use crate::proctable::files;
+use nix::errno::Errno;
+use nix::unistd::Pid;
+use std::io;
+
+/// A read of one process's file.
+pub enum Got<T> {
+    Text(T),
+    /// The process or the file is gone (exited, a zombie, a kernel thread).
+    Gone,
+    /// Not readable by us: why, in words.
+    Denied(String),
+}
+
+impl<T> Got<T> {
+    pub fn ok(self) -> Option<T> {
+        match self {
+            Got::Text(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+fn judged<T>(name: &str, err: io::Error) -> Got<T> {
+    match err.raw_os_error().map(Errno::from_raw) {
+        Some(Errno::ENOENT | Errno::ESRCH) => Got::Gone,
+        Some(Errno::EACCES | Errno::EPERM) => {
+            Got::Denied(format!("/proc/{name}: permission denied"))
+        }
+        _ => Got::Denied(format!("/proc/{name}: {err}")),
+    }
+}
+
+/// The text of the link `name` (such as `42/cwd`).
+pub fn link(name: &str) -> Got<Vec<u8>> {
+    let root = match files::root() {
+        Ok(r) => r,
+        Err(e) => return Got::Denied(e.0),
+    };
+    match nix::fcntl::readlinkat(root, name) {
+        Ok(t) => Got::Text(t.into_encoded_bytes()),
+        Err(e) => judged(name, io::Error::from(e)),
+    }
+}
+
+/// The whole file `name`.
+pub fn read(name: &str) -> Got<Vec<u8>> {
+    match files::read_file(name) {
+        Ok(b) => Got::Text(b),
+        Err(e) => judged(name, e),
+    }
+}
+
+/// Judges a read made elsewhere (on the reader thread).
+pub fn got(name: &str, read: io::Result<Vec<u8>>) -> Got<Vec<u8>> {
+    read.map_or_else(|e| judged(name, e), Got::Text)
+}
+
+/// The entries of the folder `name`.
+pub fn list(name: &str) -> Got<Vec<String>> {
+    match files::list(name) {
+        Ok(l) => Got::Text(l),
+        Err(e) => judged(name, e),
+    }
+}
+
+/// The mount id an `fdinfo` file gives.
+pub fn mnt_id(name: &str) -> Option<u64> {
+    let text = read(name).ok()?;
+    field(&text, "mnt_id:")?.first()?.parse().ok()
+}
+
+/// The words after `key` on its line of a `Key: value` file.
+fn field<'a>(text: &'a [u8], key: &str) -> Option<Vec<&'a str>> {
+    let text = std::str::from_utf8(text).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix(key))?;
+    Some(line.split_whitespace().collect())
+}
+
+/// The real and saved uid of `pid` (what decides whether we may signal it), and its effective
+/// uid, shown as its owner.
+pub fn uids(pid: Pid) -> Option<[u32; 3]> {
+    let text = read(&format!("{pid}/status")).ok()?;
+    let ids = field(&text, "Uid:")?;
+    let n = |i: usize| ids.get(i)?.parse().ok();
+    Some([n(0)?, n(1)?, n(2)?])
+}
+
+/// The fields of `/proc/PID/stat` the sweep uses.
+pub struct Stat {
+    pub pid: Pid,
+    pub comm: String,
+    pub state: char,
+    pub ppid: Pid,
+    pub kernel_thread: bool,
+    pub starttime: u64,
+}
+
+/// Parses a stat line: comm is what lies between the first `(` and the last `)`.
+pub fn stat(bytes: &[u8]) -> Option<Stat> {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let open = bytes.iter().position(|b| *b == b'(')?;
+    let close = bytes.iter().rposition(|b| *b == b')')?;
+    let pid = std::str::from_utf8(bytes.get(..open)?)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let comm = String::from_utf8_lossy(bytes.get(open + 1..close)?).into_owned();
+    let rest = std::str::from_utf8(bytes.get(close + 2..)?).ok()?;
+    // state ppid pgrp session tty_nr tpgid flags ... starttime is the 20th after ")".
+    let f: Vec<&str> = rest.split(' ').take(20).collect();
+    Some(Stat {
+        pid: Pid::from_raw(pid),
+        comm,
+        state: f.first()?.chars().next()?,
+        ppid: Pid::from_raw(f.get(1)?.parse().ok()?),
+        kernel_thread: f.get(6)?.parse::<u64>().ok()? & PF_KTHREAD != 0,
+        starttime: f.get(19)?.parse().ok()?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn own_stat_and_uids_read() {
+        let me = crate::sys::own_pid();
+        let s = stat(&read("self/stat").ok().unwrap()).unwrap();
+        assert_eq!(s.pid, me);
+        assert!(!s.kernel_thread);
+        assert!(s.starttime > 0);
+        let uid = nix::unistd::getuid().as_raw();
+        assert_eq!(uids(me).unwrap()[0], uid);
+        if let Some(k) = read("2/stat")
+            .ok()
+            .and_then(|b| stat(&b))
+            .filter(|k| k.comm == "kthreadd")
+        {
+            assert!(k.kernel_thread, "pid 2 is kthreadd");
+        }
+        assert!(matches!(link("self/cwd"), Got::Text(_)));
+        assert!(matches!(link("999999999/cwd"), Got::Gone));
+    }
+}
