@@ -151,9 +151,11 @@ impl Scope {
                     .filter(proctable::held_by_tracer)
                     .collect();
                 if traced.is_empty() {
-                    Err("vloer-run still has a child process that /proc does not list, so the \
+                    Err(
+                        "vloer-run still has a child process that /proc does not list, so the \
                          stop cannot be proven"
-                        .into())
+                            .into(),
+                    )
                 } else {
                     Ok(traced)
                 }

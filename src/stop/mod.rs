@@ -5,6 +5,7 @@ mod group;
 mod pace;
 mod plan;
 mod room;
+mod sweep;
 
 pub use group::ChildGroup;
 use group::Group;
@@ -13,6 +14,7 @@ pub use pace::Reaped;
 pub use plan::{FirstTarget, FirstWord, StopPlan};
 use plan::{Phase, Signals};
 use room::Room;
+pub use sweep::{SweepOutcome, SweepStop};
 
 use crate::proctable::{self, Handle, Proc, ProcError};
 use crate::reactor::{Key, Reactor, Registration};

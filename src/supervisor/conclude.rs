@@ -42,9 +42,20 @@ impl Supervisor {
                 ..Outcome::default()
             },
         };
+        let sweep = self.finish_sweep();
         self.terminal.hand_back(self.child.pid);
         let mut errors = self.record.errors.clone();
         errors.extend(outcome.error.clone());
+        if let Some(s) = &sweep {
+            errors.extend(s.error.clone());
+            if !s.clean && s.error.is_none() {
+                errors.push(
+                    "a swept folder is still held or named by a process (see sweep.holders), \
+                     or one that started during the run could not be looked at"
+                        .into(),
+                );
+            }
+        }
         let error = (!errors.is_empty()).then(|| errors.join("; "));
         let mut survivors = outcome.survivors;
         for p in std::mem::take(&mut self.execs.survivors) {
@@ -61,6 +72,17 @@ impl Supervisor {
         for (k, v) in std::mem::take(&mut self.execs.sent) {
             *sent.entry(k).or_default() += v;
         }
+        let sweep = sweep.map(|s| {
+            for p in s.survivors {
+                if !survivors.iter().any(|q| q.pid == p.pid) {
+                    survivors.push(p);
+                }
+            }
+            for (k, v) in s.sent {
+                *sent.entry(k).or_default() += v;
+            }
+            s.report
+        });
         let stopped = survivors.is_empty() && error.is_none();
         let reason = self.record.reason.unwrap_or(Reason::ChildExited);
         let exit = self.exit(stopped, reason);
@@ -85,6 +107,7 @@ impl Supervisor {
                 elapsed_ms: outcome.elapsed.as_millis() as u64,
             },
             error,
+            sweep,
             schema: 1,
         };
         Ended {
@@ -93,6 +116,18 @@ impl Supervisor {
             stop_waiters: std::mem::take(&mut self.requests.stop_waiters),
             by_signal: exit.by_signal,
         }
+    }
+
+    /// The folder sweep's part of step 4, on every way the run ends: a sweep still under way (or
+    /// never begun, when the run ends without a stop) is driven to its end here.
+    fn finish_sweep(&mut self) -> Option<SweepOutcome> {
+        self.begin_sweep();
+        let mut sweep = self.sweep.take()?;
+        while let Some(at) = sweep.deadline() {
+            std::thread::sleep(at.saturating_duration_since(Instant::now()));
+            sweep.progress(Instant::now());
+        }
+        Some(sweep.finish())
     }
 
     /// Step 4 for `--scope tree`: reaps every zombie, then asks the kernel whether vloer-run has

@@ -11,6 +11,13 @@ impl Supervisor {
             let reaped = std::mem::take(&mut self.turn_reaped);
             if let State::Stopping(stop) | State::Watching(stop) = &mut self.state {
                 stop.progress(now, reaped);
+                if stop.is_done() {
+                    // A watch that found the tree empty on its own: the folders are swept now.
+                    self.begin_sweep();
+                }
+            }
+            if let Some(sweep) = &mut self.sweep {
+                sweep.progress(now);
             }
             self.progress_execs(now, reaped);
             // Under `--scope tree` the run's own stop covered every exec's processes, so an exec
@@ -83,6 +90,9 @@ impl Supervisor {
         };
         for e in self.execs.running.values() {
             deadline = earliest(deadline, e.deadline());
+        }
+        if let Some(s) = &self.sweep {
+            deadline = earliest(deadline, s.deadline());
         }
         if let Some(c) = &self.requests.server {
             deadline = earliest(deadline, c.deadline());

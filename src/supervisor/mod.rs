@@ -22,7 +22,9 @@ use crate::scope::{self, Scope};
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
 use crate::stop::ChildGroup;
-use crate::stop::{FirstTarget, FirstWord, Outcome, Reaped, Stop, StopPlan, Wake};
+use crate::stop::{
+    FirstTarget, FirstWord, Outcome, Reaped, Stop, StopPlan, SweepOutcome, SweepStop, Wake,
+};
 use crate::sys::{self, ChildSetup, ChildState, Waited};
 use crate::terminal::Terminal;
 use crate::verdict::{Reason, Sink, Verdict};
@@ -58,6 +60,8 @@ pub struct Supervisor {
     execs: Execs,
     /// What the reaps since the loop's turn began did, for the stops (see `Stop::progress`).
     turn_reaped: Reaped,
+    /// With `--sweep`: the folder sweep, from the stop's step 1 (or the end of a watch) on.
+    sweep: Option<SweepStop>,
 }
 
 /// The reactor, and what wakes the run besides its members and clients: signals, and the
@@ -166,6 +170,7 @@ impl Supervisor {
             },
             execs: Execs::default(),
             turn_reaped: Reaped::default(),
+            sweep: None,
             config,
         })
     }
@@ -222,6 +227,26 @@ impl Supervisor {
 
     fn main_done(&self) -> bool {
         matches!(&self.state, State::Stopping(s) | State::Watching(s) if s.is_done())
+            && (self.config.sweep.is_none() || self.sweep.as_ref().is_some_and(SweepStop::is_done))
+    }
+
+    /// Starts the folder sweep (`--sweep`) unless it is under way: at the stop's step 1, or when
+    /// a watch found the tree empty.
+    fn begin_sweep(&mut self) {
+        let Some(sweep) = self.config.sweep.clone().filter(|_| self.sweep.is_none()) else {
+            return;
+        };
+        msg::verbose(format_args!(
+            "sweeping the folders for processes that work in them"
+        ));
+        self.sweep = Some(SweepStop::begin(
+            sweep,
+            self.scope(),
+            self.config.stop.stop_signal,
+            self.requests.grace.unwrap_or(self.config.stop.grace),
+            self.config.stop.kill_timeout,
+            Instant::now(),
+        ));
     }
 
     fn plan(&self, first: Option<(FirstTarget, Sig, Sig)>) -> StopPlan {
@@ -268,6 +293,7 @@ impl Supervisor {
             // What the group's signal ended goes before the scan, which then need not read it.
             self.reap();
         }
+        self.begin_sweep();
         self.stop_execs();
     }
 

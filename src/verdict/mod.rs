@@ -72,6 +72,9 @@ pub struct Verdict {
     pub effort: Effort,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// With `--sweep`: the folders, who held or named them, who could not be looked at.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<crate::sweep::Report>,
     pub schema: u32,
 }
 
@@ -109,6 +112,11 @@ impl Verdict {
     /// (and counted in `survivors_omitted`) until it fits.
     pub fn to_line(&self) -> String {
         let mut v = self.clone();
+        if let Some(s) = &mut v.sweep {
+            // The sweep's lists get at most a quarter of the line: the proof's own survivors,
+            // reason and error come first.
+            s.fit(MAX_BYTES / 4);
+        }
         if let Some(e) = &mut v.error {
             if e.chars().count() > MAX_ERROR_CHARS {
                 *e = e.chars().take(MAX_ERROR_CHARS).collect::<String>() + "…";
@@ -189,6 +197,7 @@ mod tests {
                 elapsed_ms: 10,
             },
             error: Some("x".repeat(10_000)),
+            sweep: None,
             schema: 1,
         }
     }

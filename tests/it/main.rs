@@ -21,6 +21,8 @@ mod escalation;
 mod group_call;
 // Issue 2, what the stop covers: descendants, setsid() daemons, processes forking during the stop.
 mod scope;
+// The folder sweep within the stop: workers outside the tree, every exit path, old holders.
+mod sweep_stop;
 // Issue 2, orphaned zombies reaped as subreaper and as PID 1 of a pid namespace.
 mod reaping;
 // Issue 2, no proof no true: unkillable survivors (300 of them in 4096 bytes), an unreadable /proc.

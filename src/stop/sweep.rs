@@ -1,0 +1,264 @@
+//! The folder sweep within a stop: the processes that hold or name a swept folder, inside the
+//! run or not, get the tree's protocol when the run may stop them (started during it, ours to
+//! signal), and the sweep is clean once two scans in a row find nothing.
+
+use crate::proctable::{self, Handle, Proc};
+use crate::scope::Scope;
+use crate::signal::Sig;
+use crate::sweep::{Found, Report, Scan, Sweep};
+use crate::sys;
+use nix::unistd::Pid;
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// How often the sweep scans again while a match it signalled may still be alive: they are not
+/// the run's children, so no exit of theirs wakes it.
+const TICK: Duration = Duration::from_millis(20);
+
+/// Scans in a row that must find nothing before the sweep is clean.
+const CLEAN_SCANS: u32 = 2;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    Grace,
+    Kill,
+    Done,
+}
+
+/// The sweep of one stop.
+pub struct SweepStop {
+    sweep: Sweep,
+    stop_signal: Sig,
+    kill_timeout: Duration,
+    phase: Phase,
+    deadline: Instant,
+    /// The matches signalled in this phase, by identity.
+    signalled: HashMap<Pid, Handle>,
+    /// The run's own scope: its stop signals the matches that are its members (never twice).
+    scope: Scope,
+    /// Scans in a row that found nothing.
+    clean: u32,
+    last: Scan,
+    report: Report,
+    sent: BTreeMap<String, u64>,
+    errors: Vec<String>,
+}
+
+/// What the sweep leaves for the verdict.
+pub struct SweepOutcome {
+    pub clean: bool,
+    /// The matches still alive at the end.
+    pub survivors: Vec<Proc>,
+    pub report: Report,
+    pub sent: BTreeMap<String, u64>,
+    pub error: Option<String>,
+}
+
+impl SweepStop {
+    /// Starts the sweep at the stop's step 1: scans, and signals what it may stop outside the
+    /// run's own `scope`.
+    pub fn begin(
+        sweep: Sweep,
+        scope: Scope,
+        stop_signal: Sig,
+        grace: Duration,
+        kill_timeout: Duration,
+        now: Instant,
+    ) -> SweepStop {
+        let report = Report::new(&sweep);
+        let mut s = SweepStop {
+            sweep,
+            stop_signal,
+            kill_timeout,
+            phase: Phase::Grace,
+            deadline: now + grace,
+            signalled: HashMap::new(),
+            scope,
+            clean: 0,
+            last: Scan::default(),
+            report,
+            sent: BTreeMap::new(),
+            errors: Vec::new(),
+        };
+        s.step();
+        s
+    }
+
+    pub fn is_done(&self) -> bool {
+        self.phase == Phase::Done
+    }
+
+    /// The next moment the sweep must scan without an event.
+    pub fn deadline(&self) -> Option<Instant> {
+        (self.phase != Phase::Done).then(|| self.deadline.min(Instant::now() + TICK))
+    }
+
+    /// Time passed: move to SIGKILL after the grace, give up after the kill timeout, and scan.
+    pub fn progress(&mut self, now: Instant) {
+        if self.phase == Phase::Done {
+            return;
+        }
+        if now >= self.deadline {
+            if self.phase == Phase::Kill {
+                self.phase = Phase::Done;
+                return;
+            }
+            self.phase = Phase::Kill;
+            self.deadline = now + self.kill_timeout;
+            self.signalled.clear();
+        }
+        self.step();
+    }
+
+    /// Scans, signals the new matches it may stop, and ends once scans in a row come back clean,
+    /// or once nothing it found is its to stop (waiting would change nothing).
+    fn step(&mut self) {
+        loop {
+            let scan = self.sweep.scan();
+            self.report.add(&scan);
+            let clean = scan.clean(self.sweep.strict);
+            self.clean = if clean { self.clean + 1 } else { 0 };
+            let stoppable: Vec<Found> = scan.to_signal().cloned().collect();
+            let error = scan.error.clone();
+            self.last = scan;
+            if let Some(e) = error {
+                self.errors.push(e);
+                self.phase = Phase::Done;
+                return;
+            }
+            if self.clean >= CLEAN_SCANS {
+                self.phase = Phase::Done;
+                return;
+            }
+            if clean {
+                // The first clean scan: the second follows at once, so a sweep with nothing
+                // to find costs two scans.
+                continue;
+            }
+            let mut waiting = false;
+            for f in &stoppable {
+                waiting |= self.stop_one(f);
+            }
+            if !waiting {
+                // What is left is not the sweep's to stop (it started before the run, is
+                // another user's, or could not be looked at): the verdict names it.
+                self.phase = Phase::Done;
+            }
+            return;
+        }
+    }
+
+    /// Signals `f` unless the run's own stop covers it or it was signalled in this phase;
+    /// whether it may still end because of the sweep.
+    fn stop_one(&mut self, f: &Found) -> bool {
+        if let Some(h) = self.signalled.get(&f.pid) {
+            if h.starttime == f.starttime {
+                return true;
+            }
+        }
+        let Ok(Some(p)) = proctable::read(f.pid) else {
+            return false;
+        };
+        if p.starttime != f.starttime || !p.is_live() {
+            return false;
+        }
+        if self.covered(&p) {
+            return true;
+        }
+        let handle = match Handle::open(&p, |q| q.is_live()) {
+            Ok(Some((h, _))) => h,
+            Ok(None) => return false,
+            Err(e) => {
+                self.errors.push(e);
+                return false;
+            }
+        };
+        let sig = match self.phase {
+            Phase::Grace => self.stop_signal,
+            _ => Sig::KILL,
+        };
+        match handle.signal(sig) {
+            Ok(()) => {
+                *self.sent.entry(sig.name()).or_default() += 1;
+                crate::msg::verbose(format_args!(
+                    "sent {sig} to {} ({}), which works in a swept folder",
+                    p.pid, p.comm
+                ));
+                if p.state == "T" && sig != Sig::KILL && handle.signal(Sig::CONT).is_ok() {
+                    *self.sent.entry(Sig::CONT.name()).or_default() += 1;
+                }
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return false,
+            Err(e) => {
+                let msg = format!("could not send {sig} to pid {} ({}): {e}", p.pid, p.comm);
+                if !self.errors.contains(&msg) {
+                    self.errors.push(msg);
+                }
+                return sig != Sig::KILL;
+            }
+        }
+        self.signalled.insert(f.pid, handle);
+        true
+    }
+
+    /// Step 4 for the sweep: clean only after scans in a row found nothing; the matches the
+    /// last scan found that are still alive are survivors.
+    pub fn finish(mut self) -> SweepOutcome {
+        if self.clean < CLEAN_SCANS && self.errors.is_empty() {
+            // Ended by its deadline or with nothing it could stop: look once more, so that the
+            // verdict shows the folder as it is now.
+            let scan = self.sweep.scan();
+            self.report.add(&scan);
+            self.errors.extend(scan.error.clone());
+            self.last = scan;
+        }
+        let survivors = self
+            .last
+            .found
+            .iter()
+            .filter_map(|f| {
+                proctable::read(f.pid)
+                    .ok()
+                    .flatten()
+                    .filter(|p| p.starttime == f.starttime && p.is_live())
+            })
+            .collect();
+        let mut errors = self.errors;
+        errors.dedup();
+        SweepOutcome {
+            clean: self.clean >= CLEAN_SCANS,
+            survivors,
+            report: self.report,
+            sent: self.sent,
+            error: (!errors.is_empty()).then(|| errors.join("; ")),
+        }
+    }
+}
+
+impl SweepStop {
+    /// Whether the run's own stop covers `p`: a descendant of vloer-run, in the child's group
+    /// under `--scope group`.
+    fn covered(&self, p: &Proc) -> bool {
+        match self.scope {
+            Scope::Group(pgid) if p.pgid != pgid => false,
+            _ => in_tree(p),
+        }
+    }
+}
+
+/// Whether `p` descends from vloer-run, read up its parents in /proc.
+fn in_tree(p: &Proc) -> bool {
+    let me = sys::own_pid();
+    let mut parent = p.ppid;
+    // A chain of parents is at most as long as there are processes.
+    for _ in 0..(1 << 22) {
+        if parent == me {
+            return true;
+        }
+        match proctable::read(parent) {
+            Ok(Some(q)) if q.ppid.as_raw() > 0 => parent = q.ppid,
+            _ => return false,
+        }
+    }
+    false
+}

@@ -1,0 +1,302 @@
+//! The folder sweep within the stop: a worker that a stand-in daemon (started before the run,
+//! outside its tree) starts in the folder is stopped on every way the run ends, a forking one to
+//! a fixed point; a holder from before the run is listed, never signalled.
+
+use crate::harness::{self, Adopted, Run};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A stand-in for a container daemon: started before the run, outside its tree, it waits for a
+/// line on its FIFO and then starts a worker in the folder, which appends to a file there. Its own
+/// working directory and command line say nothing of the folder.
+struct Daemon {
+    shell: Child,
+    fifo: PathBuf,
+    worker_pid: PathBuf,
+    folder: PathBuf,
+}
+
+const DAEMON: &str = r#"read x < "$FIFO"
+case "$KIND" in
+fork) (cd "$W" && trap '' TERM && while :; do sleep 100 & sleep 0.002; done) & ;;
+*) (cd "$W" && trap '' TERM && while :; do echo x >> f; sleep 0.01; done) & ;;
+esac
+echo $! > "$P.tmp" && mv "$P.tmp" "$P"
+wait"#;
+
+impl Daemon {
+    fn start(dir: &Path, kind: &str) -> Daemon {
+        let folder = dir.join("w");
+        std::fs::create_dir_all(&folder).unwrap();
+        let fifo = dir.join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let worker_pid = dir.join("worker.pid");
+        let shell = Command::new("sh")
+            .args(["-c", DAEMON])
+            .env("FIFO", &fifo)
+            .env("W", &folder)
+            .env("P", &worker_pid)
+            .env("KIND", kind)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the daemon");
+        Daemon {
+            shell,
+            fifo,
+            worker_pid,
+            folder,
+        }
+    }
+
+    /// A child script that asks the daemon for its worker, then runs `then`.
+    fn child(&self, then: &str) -> Vec<String> {
+        vec![
+            "sh".into(),
+            "-c".into(),
+            format!("echo go > \"$1\"; {then}"),
+            "sh".into(),
+            harness::path_str(&self.fifo),
+        ]
+    }
+
+    fn worker(&self) -> i32 {
+        harness::wait_for_pids(&self.worker_pid)[0]
+    }
+
+    fn folder(&self) -> String {
+        harness::path_str(&self.folder)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.shell.kill();
+        let _ = self.shell.wait();
+    }
+}
+
+fn args(flags: &[&str], daemon: &Daemon, child: Vec<String>) -> Vec<String> {
+    let mut a: Vec<String> = vec!["--sweep".into(), daemon.folder()];
+    a.extend(flags.iter().map(|s| s.to_string()));
+    a.push("--".into());
+    a.extend(child);
+    a
+}
+
+/// The verdict lists `worker` among the holders, started during the run, and says true.
+fn swept(v: &serde_json::Value, worker: i32, f: &harness::Finished) {
+    assert_eq!(v["stopped"], true, "{f}");
+    let holders = v["sweep"]["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        holders
+            .iter()
+            .any(|h| h["pid"] == worker && h["started"] == "during"),
+        "the worker {worker} is not among the holders: {f}"
+    );
+    assert!(v["sent"]["SIGTERM"].as_u64().unwrap_or(0) >= 1, "{f}");
+}
+
+#[test]
+fn a_worker_started_outside_the_tree_is_stopped_when_the_child_exits_and_not_without_sweep() {
+    let dir = harness::tempdir();
+    let daemon = Daemon::start(dir.path(), "write");
+    let f = Run::new(args(
+        &["--grace", "300ms"],
+        &daemon,
+        daemon.child("sleep 0.3"),
+    ))
+    .finish();
+    let worker = daemon.worker();
+    let mut adopted = Adopted::new();
+    adopted.add(worker);
+    let v = f.verdict();
+    assert!(
+        harness::wait_gone(worker, Duration::from_secs(10)),
+        "the worker outlived the sweep: {f}"
+    );
+    swept(&v, worker, &f);
+    // It ignores SIGTERM: the sweep waited the grace out and killed it.
+    assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
+    assert_eq!(f.code(), Some(0), "{f}");
+
+    // The gap, shown: without --sweep the same run says true and the worker writes on.
+    let dir = harness::tempdir();
+    let daemon = Daemon::start(dir.path(), "write");
+    let mut plain: Vec<String> = vec!["--grace".into(), "300ms".into(), "--".into()];
+    plain.extend(daemon.child("sleep 0.3"));
+    let f = Run::new(plain).finish();
+    let worker = daemon.worker();
+    let mut adopted = Adopted::new();
+    adopted.add(worker);
+    assert_eq!(f.verdict()["stopped"], true, "{f}");
+    let file = daemon.folder.join("f");
+    let size = || std::fs::metadata(&file).map_or(0, |m| m.len());
+    let before = size();
+    harness::wait_until("the worker to write on", || size() > before);
+    assert!(harness::alive(worker));
+    adopted.end_all();
+}
+
+/// The live processes whose working directory is `folder`.
+fn working_in(folder: &Path) -> Vec<i32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c == folder)
+                && harness::state(*pid).is_some_and(|s| s != 'Z')
+        })
+        .collect()
+}
+
+#[test]
+fn a_worker_that_forks_in_a_loop_outside_the_tree_is_stopped_to_a_fixed_point() {
+    // The worker forks a sleeper every few milliseconds, each working in the folder and deaf to
+    // SIGTERM: each scan finds new ones until SIGKILL has reached the worker itself, and the
+    // sweep goes on until two scans in a row find none.
+    let dir = harness::tempdir();
+    let daemon = Daemon::start(dir.path(), "fork");
+    let f = Run::new(args(
+        &["--grace", "300ms", "--kill-timeout", "20s"],
+        &daemon,
+        daemon.child("sleep 0.3"),
+    ))
+    .finish();
+    let worker = daemon.worker();
+    let left = working_in(&daemon.folder);
+    for &pid in &left {
+        harness::kill_pid(pid, libc::SIGKILL);
+    }
+    assert!(left.is_empty(), "{} outlived the sweep: {f}", left.len());
+    let v = f.verdict();
+    assert_eq!(v["stopped"], true, "{f}");
+    assert!(!harness::alive(worker), "{f}");
+    let holders = v["sweep"]["holders"].as_array().map_or(0, Vec::len);
+    assert!(holders > 2, "the worker forked no more than {holders}: {f}");
+    assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 2, "{f}");
+}
+
+#[test]
+fn a_holder_from_before_the_run_is_listed_never_signalled_and_the_verdict_is_false() {
+    let dir = harness::tempdir();
+    let folder = dir.path().join("w");
+    std::fs::create_dir(&folder).unwrap();
+    let mut old = Command::new("sleep")
+        .arg("100")
+        .current_dir(&folder)
+        .spawn()
+        .expect("sleep");
+    let old_pid = old.id() as i32;
+    // A clock tick (10 ms) or more apart, so that its start time is earlier than the run's.
+    std::thread::sleep(Duration::from_millis(50));
+    // The caller's own shell works in the folder: vloer-run's ancestors never match.
+    let script = r#"cd "$1" && exec "$0" --sweep "$1" --grace 200ms -- true"#;
+    let f = Run::of({
+        let mut c = Command::new("sh");
+        c.args(["-c", script, harness::bin(), &harness::path_str(&folder)]);
+        c
+    })
+    .finish();
+    let alive = harness::alive(old_pid);
+    let _ = old.kill();
+    let _ = old.wait();
+    assert!(alive, "a process from before the run was signalled: {f}");
+    let v = f.verdict();
+    assert_eq!(v["stopped"], false, "{f}");
+    assert_eq!(f.code(), Some(125), "{f}");
+    let holders = v["sweep"]["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(holders.len(), 1, "only the old sleep: {f}");
+    assert_eq!(holders[0]["pid"], old_pid, "{f}");
+    assert_eq!(holders[0]["started"], "before", "{f}");
+    assert_eq!(v["sent"], serde_json::json!({}), "{f}");
+    assert_eq!(v["survivors"][0]["pid"], old_pid, "{f}");
+}
+
+#[test]
+fn every_way_the_run_ends_sweeps() {
+    // The child exits (above), a stop signal, the timeout, a control stop, the parent's death,
+    // and a child that dies of a signal vloer-run passes on by ending with it.
+    for way in ["signal", "timeout", "control", "parent", "raise"] {
+        let dir = harness::tempdir();
+        let daemon = Daemon::start(dir.path(), "write");
+        let sock = harness::path_str(&dir.path().join("s"));
+        let verdict = dir.path().join("verdict");
+        let mut flags = vec!["--grace", "300ms", "--verdict"];
+        let verdict_s = harness::path_str(&verdict);
+        flags.push(&verdict_s);
+        let then = match way {
+            "raise" => "sleep 0.3; kill -USR1 $$",
+            _ => "exec sleep 100",
+        };
+        match way {
+            "timeout" => flags.extend(["--timeout", "1s"]),
+            "control" => flags.extend(["--control", &sock]),
+            "parent" => flags.push("--parent-death"),
+            _ => {}
+        }
+        let run_args = args(&flags, &daemon, daemon.child(then));
+        let mut parent = None;
+        let run = if way == "parent" {
+            // vloer-run under a shell that the test then kills.
+            let mut c = Command::new("sh");
+            c.args([
+                "-c",
+                "\"$@\" </dev/null & exec sleep 1000",
+                "sh",
+                harness::bin(),
+            ])
+            .args(&run_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+            parent = Some(c.spawn().expect("the parent shell"));
+            None
+        } else {
+            Some(Run::new(&run_args).start())
+        };
+        let worker = daemon.worker();
+        let mut adopted = Adopted::new();
+        adopted.add(worker);
+        let started = Instant::now();
+        match (way, &run) {
+            ("signal", Some(r)) => r.signal(libc::SIGTERM),
+            ("control", Some(_)) => {
+                harness::wait_for_socket(Path::new(&sock));
+                let _ = Run::new(["stop", "--control", &sock]).finish();
+            }
+            _ => {}
+        }
+        if let Some(mut p) = parent {
+            p.kill().unwrap();
+            p.wait().unwrap();
+        }
+        if let Some(r) = run {
+            r.finish();
+        }
+        harness::wait_until("the verdict file", || verdict.exists());
+        let text = std::fs::read_to_string(&verdict).unwrap();
+        let v = harness::parse_verdict(&text).expect("a verdict");
+        assert!(
+            harness::wait_gone(worker, Duration::from_secs(10)),
+            "{way}: the worker outlived the sweep: {v}"
+        );
+        assert_eq!(v["stopped"], true, "{way}: {v}");
+        let holders = v["sweep"]["holders"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            holders.iter().any(|h| h["pid"] == worker),
+            "{way}: the worker is not listed: {v}"
+        );
+        assert!(started.elapsed() < harness::LIMIT, "{way}");
+    }
+}
