@@ -137,7 +137,8 @@ impl Exec {
         }
         let plan = StopPlan {
             scope: self.scope(),
-            first_word: None,
+            child_first: None,
+            main_child: None,
             ..plan
         };
         let now = Instant::now();
@@ -199,6 +200,8 @@ fn report(end: ExecEnd, status: Option<ChildState>, outcome: &Outcome) -> ExitRe
             Reason::ChildExited
         },
         child: status,
+        // The client ends by the exec's signal either way (see client.rs).
+        killed_by_stop: false,
         spawn_error: None,
         preserve_status: false,
         success_exit: &[],

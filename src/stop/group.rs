@@ -66,15 +66,18 @@ impl Stop {
             _ => sys::killpg(g.pgid, sig).is_ok(),
         };
         // Otherwise the scan signals each member on its own, as without the call.
-        if called {
-            *self.sent.entry(sig.name()).or_default() += 1;
-            crate::msg::verbose(format_args!(
-                "sent {sig} to the child's process group {}",
-                g.pgid
-            ));
-            g.called_at = Some(tick);
-            g.call_cpu = sys::thread_cpu_time().saturating_sub(start);
+        if !called {
+            return;
         }
+        g.called_at = Some(tick);
+        g.call_cpu = sys::thread_cpu_time().saturating_sub(start);
+        let pgid = g.pgid;
+        *self.sent.entry(sig).or_default() += 1;
+        crate::msg::verbose(format_args!(
+            "sent {sig} to the child's process group {pgid}"
+        ));
+        // The unreaped child still leads the group it was started in, so the call reached it.
+        self.note_sent_to_child(pgid, sig);
     }
 
     /// Between the call and the first scan after it. The run reaps first: most of a group that
@@ -118,12 +121,17 @@ impl Stop {
         let Some(fd) = g.pidfd.as_ref() else {
             return;
         };
+        // The pidfd is the child's: whether this call can be what ends it.
+        let child_alive = !sys::pidfd_exited(fd.as_fd());
         match sys::pidfd_signal_group(fd.as_fd(), Sig::KILL) {
             Ok(()) => {
-                if !g.kill_counted {
-                    g.kill_counted = true;
-                    *self.sent.entry(Sig::KILL.name()).or_default() += 1;
+                let pgid = g.pgid;
+                if !std::mem::replace(&mut g.kill_counted, true) {
+                    *self.sent.entry(Sig::KILL).or_default() += 1;
                     crate::msg::verbose(format_args!("sent SIGKILL to the child's process group"));
+                }
+                if child_alive {
+                    self.note_sent_to_child(pgid, Sig::KILL);
                 }
             }
             // No kernel support, or nobody left in the group: the scans do the work.

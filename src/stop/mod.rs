@@ -9,7 +9,7 @@ pub use group::ChildGroup;
 use group::Group;
 use pace::Pace;
 pub use pace::Reaped;
-pub use plan::{FirstTarget, FirstWord, StopPlan};
+pub use plan::{ChildFirst, Forwarded, ForwardedTo, StopPlan};
 use plan::{Phase, Signals};
 
 use crate::proctable::{self, Handle, Proc, ProcError, Scope};
@@ -38,7 +38,10 @@ struct Tracked {
 pub struct Outcome {
     pub survivors: Vec<Proc>,
     pub error: Option<String>,
-    pub sent: BTreeMap<String, u64>,
+    pub sent: BTreeMap<Sig, u64>,
+    /// The signals the stop sent the main child on its own account (not one it passed on from
+    /// outside): a child that died of one of these was ended by the stop.
+    pub sent_to_child: Vec<Sig>,
     pub elapsed: Duration,
 }
 
@@ -57,14 +60,16 @@ pub struct Stop {
     phase: Phase,
     deadline: Option<Instant>,
     tracked: HashMap<Pid, Tracked>,
-    sent: BTreeMap<String, u64>,
+    sent: BTreeMap<Sig, u64>,
+    sent_to_child: Vec<Sig>,
     errors: Vec<String>,
     started: Instant,
     last: LastScan,
     /// The main child's process group, while the stop can reach it in one call.
     group: Option<Group>,
-    /// The main child has exited and the processes held back for it wait for a scan.
-    release_due: bool,
+    /// The main child has exited, and the processes left waiting for it are due a scan that
+    /// signals them.
+    signal_the_rest: bool,
     /// What the run's reaper did during the stop (see `pace`).
     pace: Pace,
 }
@@ -74,8 +79,8 @@ pub struct Stop {
 struct LastScan {
     /// A scan has read the scope from /proc.
     read: bool,
-    /// It held a process back for the main child's exit (see `release`).
-    held_back: bool,
+    /// It left a process unsignalled until the main child's exit (see `main_child_exited`).
+    left_waiting: bool,
     /// Every live member it saw was gone before it could be signalled: the scope is scanned
     /// again on the run's next turn, after the run has reaped (see `scan_and_signal`).
     vanished: Option<Vec<Pid>>,
@@ -91,7 +96,7 @@ impl Stop {
         stop.deadline = Some(now + plan.grace);
         stop.call_group();
         if !stop.scan_due() {
-            stop.round(now);
+            stop.round();
         }
         stop
     }
@@ -99,7 +104,7 @@ impl Stop {
     /// Waits for the scope to empty on its own, sending nothing, until `deadline` if any.
     pub fn watch(plan: StopPlan, wake: Wake, now: Instant) -> Stop {
         let mut stop = Stop::new(plan, wake, Phase::Watch, now);
-        stop.round(now);
+        stop.round();
         stop
     }
 
@@ -111,11 +116,12 @@ impl Stop {
             deadline: None,
             tracked: HashMap::new(),
             sent: BTreeMap::new(),
+            sent_to_child: Vec::new(),
             errors: Vec::new(),
             started: now,
             last: LastScan::default(),
             group: None,
-            release_due: false,
+            signal_the_rest: false,
             pace: Pace::default(),
         }
     }
@@ -134,7 +140,7 @@ impl Stop {
         if self.phase == Phase::Done {
             return None;
         }
-        if self.last.vanished.is_some() || self.release_due {
+        if self.last.vanished.is_some() || self.signal_the_rest {
             return Some(Instant::now());
         }
         if self.scan_due() {
@@ -157,20 +163,20 @@ impl Stop {
 
     /// The main child has exited: the rest of the scope now gets the stop signal too, at the
     /// next `progress`.
-    pub fn release(&mut self) {
-        // Nothing held back: what the scans found already has the stop signal, and whatever
+    pub fn main_child_exited(&mut self) {
+        // Nobody left waiting: what the scans found already has the stop signal, and whatever
         // appeared since is found when the tracked processes are gone.
-        if self.plan.first_word.take().is_some()
+        if self.plan.child_first.take().is_some()
             && self.phase == Phase::Grace
-            && self.last.held_back
+            && self.last.left_waiting
         {
-            self.release_due = true;
+            self.signal_the_rest = true;
         }
     }
 
     /// Whether `p` must wait for the main child's exit before the stop signals it.
-    fn held(&self, p: &Proc) -> bool {
-        self.plan.holds(self.phase, p)
+    fn waits_for_child(&self, p: &Proc) -> bool {
+        self.plan.waits_for_child(self.phase, p)
     }
 
     /// Something happened (a child was reaped, time passed): move on if we can. `reaped`: what
@@ -187,12 +193,24 @@ impl Stop {
         if self.deadline.is_some_and(|d| now >= d) {
             match self.phase {
                 Phase::Grace => {
+                    crate::msg::verbose(format_args!(
+                        "the grace of {} ran out{}: SIGKILL",
+                        humantime::format_duration(self.plan.grace),
+                        left_words(self.tracked.len()),
+                    ));
                     self.phase = Phase::Kill;
                     self.deadline = Some(now + self.plan.kill_timeout);
                     self.tracked.clear();
                     phase_ended = true;
                 }
                 _ => {
+                    if self.phase == Phase::Kill {
+                        crate::msg::verbose(format_args!(
+                            "the kill timeout of {} ran out{}",
+                            humantime::format_duration(self.plan.kill_timeout),
+                            left_words(self.tracked.len()),
+                        ));
+                    }
                     self.phase = Phase::Done;
                     return;
                 }
@@ -201,14 +219,14 @@ impl Stop {
         if !phase_ended && self.waits_for_reaper(now, reaped) {
             return;
         }
-        if std::mem::take(&mut self.release_due) {
-            self.round(now);
+        if std::mem::take(&mut self.signal_the_rest) {
+            self.round();
             return;
         }
         if !sys::have_pidfd() {
             // Without pidfds, liveness comes from rescans alone; each drops what it no longer
             // sees alive and signals only processes that were not signalled in this phase.
-            self.round(now);
+            self.round();
             return;
         }
         let waiting_on_killable = self.tracked.values().any(|t| !t.unkillable);
@@ -218,18 +236,22 @@ impl Stop {
         if self.phase == Phase::Kill && !self.tracked.is_empty() {
             // Every process left refused SIGKILL; a rescan for newcomers is all that can help.
             let before: HashSet<Pid> = self.tracked.keys().copied().collect();
-            self.round(now);
+            self.round();
             let after: HashSet<Pid> = self.tracked.keys().copied().collect();
             if after == before {
+                crate::msg::verbose(format_args!(
+                    "{} left refused SIGKILL; waiting longer cannot help",
+                    processes(after.len())
+                ));
                 self.phase = Phase::Done;
             }
             return;
         }
-        self.round(now);
+        self.round();
     }
 
     /// Rescans the scope and signals every live member not yet tracked; done when none is left.
-    fn round(&mut self, now: Instant) {
+    fn round(&mut self) {
         if self.plan.scope == Scope::Tree
             && self.tracked.is_empty()
             && self.last.read
@@ -244,7 +266,7 @@ impl Stop {
             return;
         }
         let previous = self.last.vanished.take();
-        if let Some(live) = self.scan_and_signal(now) {
+        if let Some(live) = self.scan_and_signal() {
             if previous.as_ref() == Some(&live) {
                 // The same live processes twice, none of them a member when re-read: a rescan
                 // cannot change that. Finish, and let the confirmation judge them.
@@ -256,7 +278,7 @@ impl Stop {
     }
 
     /// One pass of `round`. `Some(live pids)` when the scope must be scanned again at once.
-    fn scan_and_signal(&mut self, now: Instant) -> Option<Vec<Pid>> {
+    fn scan_and_signal(&mut self) -> Option<Vec<Pid>> {
         self.kill_group();
         let seeds: HashSet<Pid> = self.tracked.keys().copied().collect();
         // The fast path signals as it reads; the loop below then only sees what it left.
@@ -275,7 +297,7 @@ impl Stop {
             }
         };
         let known: HashSet<Pid> = members.iter().map(|p| p.pid).collect();
-        let mut held = false;
+        let mut left_waiting = false;
         if !sys::have_pidfd() {
             // No pidfd tells us of an exit: what this scan does not show alive, with the same
             // start time, is gone (or its pid now names another process).
@@ -291,8 +313,8 @@ impl Stop {
             if self.tracked.contains_key(&p.pid) {
                 continue;
             }
-            if self.held(p) {
-                held = true;
+            if self.waits_for_child(p) {
+                left_waiting = true;
                 continue;
             }
             if let Some(doubt) = &p.doubt {
@@ -310,8 +332,8 @@ impl Stop {
             self.record(p.pid, result);
         }
         self.close_call();
-        self.last.held_back = held;
-        if self.tracked.is_empty() && self.phase != Phase::Done && !held {
+        self.last.left_waiting = left_waiting;
+        if self.tracked.is_empty() && self.phase != Phase::Done && !left_waiting {
             if !members.iter().any(Proc::is_live) {
                 // /proc's children lists may miss a process while its siblings exit; for the
                 // tree, the kernel's own answer decides (a zombie that waits to be reaped is not
@@ -341,7 +363,6 @@ impl Stop {
                 return Some(live);
             }
         }
-        let _ = now;
         None
     }
 
@@ -356,7 +377,7 @@ impl Stop {
         }
         proctable::walk_tree(&mut |p, fd, known| {
             if self.tracked.contains_key(&p.pid)
-                || self.held(p)
+                || self.waits_for_child(p)
                 || !proctable::belongs(p, self.plan.scope, known)
             {
                 return;
@@ -378,6 +399,7 @@ impl Stop {
     pub fn finish(self, now: Instant, proven_empty: bool) -> Outcome {
         let mut outcome = Outcome {
             sent: self.sent,
+            sent_to_child: self.sent_to_child,
             elapsed: now.saturating_duration_since(self.started),
             ..Outcome::default()
         };
@@ -405,5 +427,21 @@ impl Stop {
             outcome.error = Some(errors.join("; "));
         }
         outcome
+    }
+}
+
+/// " with 1 process left", " with 3 processes left" (empty for none), for the stop's -v lines.
+fn left_words(n: usize) -> String {
+    match n {
+        0 => String::new(),
+        n => format!(" with {} left", processes(n)),
+    }
+}
+
+/// "1 process", "3 processes".
+fn processes(n: usize) -> String {
+    match n {
+        1 => "1 process".into(),
+        n => format!("{n} processes"),
     }
 }

@@ -22,7 +22,7 @@ use crate::reactor::{Key, Reactor, Watched};
 use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
 use crate::stop::ChildGroup;
-use crate::stop::{FirstTarget, FirstWord, Outcome, Reaped, Stop, StopPlan, Wake};
+use crate::stop::{ChildFirst, Forwarded, ForwardedTo, Outcome, Reaped, Stop, StopPlan, Wake};
 use crate::sys::{self, ChildSetup, ChildState, Waited};
 use crate::terminal::Terminal;
 use crate::verdict::{Reason, Sink, Verdict};
@@ -36,8 +36,9 @@ use std::time::{Duration, Instant};
 
 enum State {
     Running,
-    /// The child exited under `--when-child-exits wait`: watching the rest leave on its own.
-    Watching(Stop),
+    /// The child exited under `--when-child-exits wait`: waiting for the rest to leave on its
+    /// own (a stop that only watches).
+    Waiting(Stop),
     Stopping(Stop),
 }
 
@@ -93,7 +94,7 @@ struct Execs {
     running: BTreeMap<ConnId, Exec>,
     /// A stop (of the run or of an exec) was not confirmed: no new execs.
     unconfirmed: bool,
-    sent: BTreeMap<String, u64>,
+    sent: BTreeMap<Sig, u64>,
     survivors: Vec<crate::proctable::Proc>,
 }
 
@@ -151,12 +152,7 @@ impl Supervisor {
                 signals,
                 parent,
             },
-            child: MainChild {
-                pid: None,
-                pidfd: None,
-                status: None,
-                spawn_error: None,
-            },
+            child: MainChild::NotStarted,
             started: Instant::now(),
             state: State::Running,
             record: Record::default(),
@@ -171,7 +167,7 @@ impl Supervisor {
     }
 
     fn scope(&self) -> Scope {
-        match (self.config.stop.scope, self.child.pid) {
+        match (self.config.stop.scope, self.child.pid()) {
             (ScopeArg::Group, Some(pid)) => Scope::Group(pid),
             _ => Scope::Tree,
         }
@@ -224,45 +220,52 @@ impl Supervisor {
     }
 
     fn main_done(&self) -> bool {
-        matches!(&self.state, State::Stopping(s) | State::Watching(s) if s.is_done())
+        matches!(&self.state, State::Stopping(s) | State::Waiting(s) if s.is_done())
     }
 
-    fn plan(&self, first: Option<(FirstTarget, Sig, Sig)>) -> StopPlan {
+    fn plan(&self, forwarded: Option<Forwarded>) -> StopPlan {
+        let main_child = self.child.pid().filter(|_| self.child.alive());
         StopPlan {
             scope: self.scope(),
             stop_signal: self.config.stop.stop_signal,
             grace: self.requests.grace.unwrap_or(self.config.stop.grace),
             kill_timeout: self.config.stop.kill_timeout,
-            first,
-            first_word: match (self.config.stop.stop_order, self.child.pid) {
-                (StopOrder::Child, Some(child)) if self.child.alive() => Some(FirstWord {
-                    child,
-                    group: self.child_group(),
-                }),
+            forwarded,
+            child_first: match (self.config.stop.stop_order, main_child, self.child_group()) {
+                (StopOrder::Child, Some(child), Some(group)) => Some(ChildFirst { child, group }),
                 _ => None,
             },
+            main_child,
         }
     }
 
     /// Starts the stop unless one is under way: the first reason wins.
-    fn begin_stop(&mut self, reason: Reason, first: Option<(FirstTarget, Sig, Sig)>) {
+    fn begin_stop(&mut self, reason: Reason, forwarded: Option<Forwarded>) {
         if matches!(self.state, State::Stopping(_)) {
             return;
         }
         self.record.reason = Some(Reason::of_stop(self.record.reason, reason));
-        msg::verbose(format_args!("stopping: {}", reason.words()));
+        match (reason, self.record.trigger) {
+            (Reason::Signal, Some(sig)) => {
+                msg::verbose(format_args!("stopping: {} ({sig})", reason.words()))
+            }
+            _ => msg::verbose(format_args!("stopping: {}", reason.words())),
+        }
         // The child's own group (never the caller's, which a child under a shared terminal
         // stays in): the stop signal goes to it while the child is unreaped, and `--scope
         // group`'s SIGKILL through the pidfd even after.
         let leader_unreaped = self.child.alive();
         let wanted = leader_unreaped || matches!(self.scope(), Scope::Group(_));
-        let group = (wanted && !self.terminal.shared_group).then(|| ChildGroup {
-            pgid: self.child_group(),
-            pidfd: self.child.pidfd.as_ref().and_then(|fd| fd.try_clone().ok()),
-            leader_unreaped,
-        });
+        let group = match self.child_group() {
+            Some(pgid) if wanted && !self.terminal.shared_group => Some(ChildGroup {
+                pgid,
+                pidfd: self.child.pidfd().and_then(|fd| fd.try_clone().ok()),
+                leader_unreaped,
+            }),
+            _ => None,
+        };
         self.state = State::Stopping(Stop::begin(
-            self.plan(first),
+            self.plan(forwarded),
             self.wake(),
             Instant::now(),
             group,

@@ -19,9 +19,14 @@ impl Supervisor {
     fn reap_batch(&mut self) -> Reaped {
         // Stop reports are only acted on for the main child; one ask per batch is enough, since
         // a report queued after it comes with its own SIGCHLD.
-        let mut job = self.child.pid.filter(|_| self.child.status.is_none());
+        let mut job = self.child.pid().filter(|_| self.child.alive());
         let mut done = Reaped::default();
         for _ in 0..REAP_BATCH {
+            // Under -v, the command of what is about to be reaped, while /proc still has it.
+            let ending = msg::is_verbose()
+                .then(|| sys::next_to_reap(job))
+                .flatten()
+                .and_then(|pid| Some((pid, crate::proctable::read(pid).ok()??.comm)));
             let (pid, state) = match sys::wait_any(job.take()) {
                 Ok(Waited::Child(pid, state)) => (pid, state),
                 Ok(Waited::NoneReady) => return done,
@@ -37,13 +42,17 @@ impl Supervisor {
             if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
                 done.ended += 1;
             }
-            let is_main = Some(pid) == self.child.pid;
+            let is_main = Some(pid) == self.child.pid();
+            let name = match ending {
+                Some((p, comm)) if p == pid => format!("{pid} ({comm})"),
+                _ => pid.to_string(),
+            };
             let plan = self.plan(None);
             if let Some(e) = self.execs.running.values_mut().find(|e| e.pid == pid) {
                 if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
                     self.record.reaped += 1;
                     e.status = Some(state);
-                    msg::verbose(format_args!("exec {pid} ended: {state}"));
+                    msg::verbose(format_args!("exec {name} ended: {state}"));
                     e.begin_stop(ExecEnd::Exited, plan, &self.sources.reactor, false);
                 }
                 continue;
@@ -52,10 +61,10 @@ impl Supervisor {
                 ChildState::Exited(_) | ChildState::Signaled(_) if is_main => {
                     // Its pid is free from now on: the files kept open on it must go first.
                     crate::proctable::files::unpin(pid);
-                    msg::verbose(format_args!("child {pid} ended: {state}"));
-                    self.child.status = Some(state);
+                    msg::verbose(format_args!("child {name} ended: {state}"));
+                    self.child.ended(state);
                     if let State::Stopping(s) = &mut self.state {
-                        s.release();
+                        s.main_child_exited();
                     }
                     // A reason means a stop already ran: `conclude` puts the state back to Running
                     // and reaps once more, and a child whose exit is only collected then (its
@@ -66,7 +75,7 @@ impl Supervisor {
                             WhenChildExits::Stop => self.begin_stop(Reason::ChildExited, None),
                             WhenChildExits::Wait => {
                                 self.record.reason = Some(Reason::ChildExited);
-                                self.state = State::Watching(Stop::watch(
+                                self.state = State::Waiting(Stop::watch(
                                     self.plan(None),
                                     self.wake(),
                                     Instant::now(),
@@ -78,7 +87,7 @@ impl Supervisor {
                 }
                 ChildState::Exited(_) | ChildState::Signaled(_) => {
                     self.record.reaped += 1;
-                    msg::verbose(format_args!("reaped {pid}: {state}"));
+                    msg::verbose(format_args!("reaped {name}: {state}"));
                 }
                 ChildState::Stopped(sig) if is_main && sig.is_job_control() && !self.pid1 => {
                     // Only stop along if the child is still stopped: a SIGCONT may have been
