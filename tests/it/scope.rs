@@ -190,8 +190,8 @@ fn under_scope_group_the_kill_reaches_the_whole_group_in_one_call() {
     }
     let (f, v, _) = forking_during_the_stop(&["--scope", "group", "-v"], &["--hop", "--fast"]);
     assert!(
-        f.stderr
-            .contains("vloer-run: sent SIGKILL to the child's process group"),
+        f.own_lines()
+            .contains(&"sent SIGKILL to the child's process group"),
         "{f}"
     );
     // Well short of the 20 s kill timeout, which a kill that missed the chain would run into;
