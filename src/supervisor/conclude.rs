@@ -144,7 +144,7 @@ fn tell_confirmation(stopped: bool, survivors: usize, error: Option<&str>, took:
     let took = humantime::format_duration(Duration::from_millis(took.as_millis() as u64));
     if stopped {
         msg::verbose(format_args!(
-            "stop confirmed: no process of the run is left; the stop took {took}"
+            "stop confirmed after {took}: no process of the run is left"
         ));
         return;
     }
@@ -155,7 +155,5 @@ fn tell_confirmation(stopped: bool, survivors: usize, error: Option<&str>, took:
     };
     why.extend(error.map(String::from));
     let why = why.join("; ");
-    msg::verbose(format_args!(
-        "stop not confirmed: {why}; the stop took {took}"
-    ));
+    msg::verbose(format_args!("stop not confirmed after {took}: {why}"));
 }

@@ -111,7 +111,7 @@ fn verbose_lines_are_words_not_debug_forms() {
             "stopping: a control client asked",
             "sent SIGTERM to the child's process group N",
             "child N (sleep) ended: killed by SIGTERM",
-            "stop confirmed: no process of the run is left; the stop took ",
+            "stop confirmed after ",
         ],
     );
     // A command that cannot start says so in words too.
@@ -146,7 +146,7 @@ fn verbose_tells_the_stop_as_it_happens_each_line_with_its_time() {
             "the grace of 400ms ran out with 1 process left: SIGKILL",
             &format!("sent SIGKILL to {} (vloer-test-chil)", pids[0]),
             "child N (vloer-test-chil) ended: killed by SIGKILL",
-            "stop confirmed: no process of the run is left; the stop took ",
+            "stop confirmed after ",
         ],
     );
     // Every -v line carries its time since the start, in order; the SIGKILL comes a grace
