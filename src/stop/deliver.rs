@@ -12,7 +12,7 @@ impl Stop {
                         owner: self.wake.owner,
                         pid,
                     };
-                    match self.wake.reactor.register(fd, key, PollFlags::POLLIN) {
+                    match self.wake.reactor.register(fd, key, EpollFlags::EPOLLIN) {
                         Ok(r) => t.wake = Some(r),
                         Err(e) => {
                             // Its exit would wake nobody: the stop cannot be proven.

@@ -16,7 +16,7 @@ use crate::proctable::{self, Handle, Proc, ProcError, Scope};
 use crate::reactor::{Key, Reactor, Registration};
 use crate::signal::Sig;
 use crate::sys;
-use nix::poll::PollFlags;
+use nix::sys::epoll::EpollFlags;
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};

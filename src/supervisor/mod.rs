@@ -28,7 +28,7 @@ use crate::terminal::Terminal;
 use crate::verdict::{Reason, Sink, Verdict};
 use anyhow::Context;
 use child::{watch_parent, MainChild};
-use nix::poll::PollFlags;
+use nix::sys::epoll::EpollFlags;
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
@@ -115,7 +115,7 @@ impl Supervisor {
         let reactor = Reactor::new().context("setting up the event loop (epoll)")?;
         let signals = sys::signalfd_for_all().context("setting up signal handling (signalfd)")?;
         let signals = reactor
-            .watch(signals, Key::Signals, PollFlags::POLLIN)
+            .watch(signals, Key::Signals, EpollFlags::EPOLLIN)
             .context("watching signals (epoll)")?;
         if !pid1 {
             sys::set_child_subreaper()
@@ -125,7 +125,7 @@ impl Supervisor {
             true => match watch_parent()? {
                 Some(fd) => Some(
                     reactor
-                        .watch(fd, Key::Parent, PollFlags::POLLIN)
+                        .watch(fd, Key::Parent, EpollFlags::EPOLLIN)
                         .context("watching the parent (epoll)")?,
                 ),
                 None => None,
