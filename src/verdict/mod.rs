@@ -317,6 +317,18 @@ mod tests {
     }
 
     #[test]
+    fn sent_names_each_signal_in_the_names_order() {
+        let mut v = verdict(0);
+        v.effort.sent = BTreeMap::from([(Sig::TERM, 3), (Sig::KILL, 1), (Sig::CONT, 2)]);
+        assert!(
+            v.to_line()
+                .contains(r#""sent":{"SIGCONT":2,"SIGKILL":1,"SIGTERM":3},"#),
+            "{}",
+            v.to_line()
+        );
+    }
+
+    #[test]
     fn fits_in_4096_bytes() {
         for n in [0, 1, 10, 300, 5000] {
             let line = verdict(n).to_line();
