@@ -13,7 +13,7 @@ impl Supervisor {
         // The run's stop can end with its scope empty but for zombies whose SIGCHLD was not read
         // yet, an exec's process among them: its report needs the status first.
         for _ in 0..REAP_ROUNDS {
-            if !self.reap().full {
+            if !self.reap().more_waiting {
                 break;
             }
         }

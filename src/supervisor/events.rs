@@ -24,7 +24,7 @@ impl Supervisor {
             let ready = self
                 .sources
                 .reactor
-                .wait(if reaped.full {
+                .wait(if reaped.more_waiting {
                     Some(now)
                 } else {
                     self.deadline()
@@ -48,8 +48,8 @@ impl Supervisor {
                 }
             }
             if got_signals {
-                self.on_signals(reaped.full)?;
-            } else if reaped.full {
+                self.on_signals(reaped.more_waiting)?;
+            } else if reaped.more_waiting {
                 self.reap();
             }
             for (owner, pids) in exited {

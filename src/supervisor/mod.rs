@@ -174,6 +174,20 @@ impl Supervisor {
     }
 
     /// Runs the command to the end, delivers the verdict, and returns how vloer-run ends.
+    ///
+    /// The run's life, file by file:
+    /// 1. `new` (above): signals into a signalfd, the subreaper role, the parent watch and the
+    ///    control socket, all on one reactor;
+    /// 2. `child.rs`: the child starts, in its own process group;
+    /// 3. `events.rs`: the one loop. Each wake-up goes to `signals.rs` (forward a signal, or
+    ///    begin the stop), `reap.rs` (collect children: the main child's exit begins the stop),
+    ///    `requests.rs` (control clients and execs), or a deadline (`--timeout`);
+    /// 4. `begin_stop` (below): whatever the reason, one `Stop`, which the loop moves on until
+    ///    it is done;
+    /// 5. `conclude.rs`: the proof, the verdict and the exit status;
+    /// 6. `deliver.rs`: the verdict written once, and the clients that asked for it answered.
+    ///
+    /// `main` then ends vloer-run with the status, or by the child's signal.
     pub fn run(mut self) -> Exit {
         self.start_child();
         // The run no longer needs the caller's working directory, and holding it would keep its

@@ -127,7 +127,7 @@ impl Supervisor {
                 ChildState::Stopped(_) | ChildState::Continued => {}
             }
         }
-        done.full = true;
+        done.more_waiting = true;
         done
     }
 }
