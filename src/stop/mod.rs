@@ -4,6 +4,7 @@ mod deliver;
 mod group;
 mod pace;
 mod plan;
+mod tell;
 
 pub use group::ChildGroup;
 use group::Group;
@@ -193,11 +194,7 @@ impl Stop {
         if self.deadline.is_some_and(|d| now >= d) {
             match self.phase {
                 Phase::Grace => {
-                    crate::msg::verbose(format_args!(
-                        "the grace of {} ran out{}: SIGKILL",
-                        humantime::format_duration(self.plan.grace),
-                        left_words(self.tracked.len()),
-                    ));
+                    tell::grace_ran_out(self.plan.grace, self.tracked.len());
                     self.phase = Phase::Kill;
                     self.deadline = Some(now + self.plan.kill_timeout);
                     self.tracked.clear();
@@ -205,11 +202,7 @@ impl Stop {
                 }
                 _ => {
                     if self.phase == Phase::Kill {
-                        crate::msg::verbose(format_args!(
-                            "the kill timeout of {} ran out{}",
-                            humantime::format_duration(self.plan.kill_timeout),
-                            left_words(self.tracked.len()),
-                        ));
+                        tell::kill_timeout_ran_out(self.plan.kill_timeout, self.tracked.len());
                     }
                     self.phase = Phase::Done;
                     return;
@@ -239,10 +232,7 @@ impl Stop {
             self.round();
             let after: HashSet<Pid> = self.tracked.keys().copied().collect();
             if after == before {
-                crate::msg::verbose(format_args!(
-                    "{} left refused SIGKILL; waiting longer cannot help",
-                    processes(after.len())
-                ));
+                tell::all_refused_sigkill(after.len());
                 self.phase = Phase::Done;
             }
             return;
@@ -388,7 +378,8 @@ impl Stop {
         })
     }
 
-    /// What this phase sends to `p`; nothing while held (see `held`).
+    /// What this phase sends to `p`; nothing while it waits for the main child (see
+    /// `waits_for_child`).
     fn signals_for(&self, p: &Proc) -> Signals {
         self.plan.signals_for(self.phase, p)
     }
@@ -427,21 +418,5 @@ impl Stop {
             outcome.error = Some(errors.join("; "));
         }
         outcome
-    }
-}
-
-/// " with 1 process left", " with 3 processes left" (empty for none), for the stop's -v lines.
-fn left_words(n: usize) -> String {
-    match n {
-        0 => String::new(),
-        n => format!(" with {} left", processes(n)),
-    }
-}
-
-/// "1 process", "3 processes".
-fn processes(n: usize) -> String {
-    match n {
-        1 => "1 process".into(),
-        n => format!("{n} processes"),
     }
 }
