@@ -115,9 +115,9 @@ pub fn warn(args: Arguments<'_>) {
     }
 }
 
-/// Detail: only with -v, after the time since the run began. Left out (and counted) when stderr's reader is behind: a line per
-/// reaped process, written at the reader's pace, held the reaper back while a forking tree
-/// filled the pid space with zombies.
+/// Detail: only with -v, after the time since the run began. Left out (and counted) when
+/// stderr's reader is behind: a line per reaped process, written at the reader's pace, held the
+/// reaper back while a forking tree filled the pid space with zombies.
 pub fn verbose(args: Arguments<'_>) {
     if !is_verbose() {
         return;

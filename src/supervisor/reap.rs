@@ -26,7 +26,8 @@ impl Supervisor {
             let ending = msg::is_verbose()
                 .then(|| sys::next_to_reap(job))
                 .flatten()
-                .and_then(|pid| Some((pid, crate::proctable::read(pid).ok()??.comm)));
+                .and_then(|pid| crate::proctable::read(pid).ok().flatten())
+                .map(|p| (p.pid, p.comm));
             let (pid, state) = match sys::wait_any(job.take()) {
                 Ok(Waited::Child(pid, state)) => (pid, state),
                 Ok(Waited::NoneReady) => return done,
@@ -43,9 +44,12 @@ impl Supervisor {
                 done.ended += 1;
             }
             let is_main = Some(pid) == self.child.pid();
-            let name = match ending {
-                Some((p, comm)) if p == pid => format!("{pid} ({comm})"),
-                _ => pid.to_string(),
+            let name = Named {
+                pid,
+                comm: ending
+                    .as_ref()
+                    .filter(|(p, _)| *p == pid)
+                    .map(|(_, comm)| comm.as_str()),
             };
             let plan = self.plan(None);
             if let Some(e) = self.execs.running.values_mut().find(|e| e.pid == pid) {
@@ -129,5 +133,21 @@ impl Supervisor {
         }
         done.more_waiting = true;
         done
+    }
+}
+
+/// A reaped child in a -v line: its pid, and its command when it was read before the reap
+/// (`4711 (sleep)`).
+struct Named<'a> {
+    pid: Pid,
+    comm: Option<&'a str>,
+}
+
+impl std::fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.comm {
+            Some(comm) => write!(f, "{} ({comm})", self.pid),
+            None => write!(f, "{}", self.pid),
+        }
     }
 }
