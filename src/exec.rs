@@ -130,7 +130,7 @@ impl Exec {
     }
 
     /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop
-    /// already signals these processes). `plan.first` may name a signal its group gets first.
+    /// already signals these processes). `plan.forwarded` may name a signal its group gets first.
     pub fn begin_stop(&mut self, end: ExecEnd, plan: StopPlan, reactor: &Reactor, watch: bool) {
         if self.is_stopping() {
             return;
