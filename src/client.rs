@@ -7,7 +7,7 @@ use crate::msg;
 use crate::reactor::{Key, Reactor};
 use crate::signal::Sig;
 use crate::sys;
-use nix::poll::PollFlags;
+use nix::sys::epoll::EpollFlags;
 use nix::sys::socket::{self, ControlMessage, MsgFlags};
 use std::io::{BufRead, BufReader, IoSlice, Read, Write};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -169,12 +169,12 @@ fn exec(
     let reactor = Reactor::new()?;
     // Each registration is declared after its descriptor, so it is dropped (leaves the set)
     // before the descriptor closes.
-    let _reply = reactor.register(stream.as_fd(), Key::Conn(0), PollFlags::POLLIN)?;
-    let _signals = reactor.register(signals.as_fd(), Key::Signals, PollFlags::POLLIN)?;
+    let _reply = reactor.register(stream.as_fd(), Key::Conn(0), EpollFlags::EPOLLIN)?;
+    let _signals = reactor.register(signals.as_fd(), Key::Signals, EpollFlags::EPOLLIN)?;
     let (mut keys, mut output) = match &tty {
         Some(t) => (
-            Some(reactor.register(sys::borrow_std_fd(0), Key::Keys, PollFlags::POLLIN)?),
-            Some(reactor.register(t.master(), Key::Output, PollFlags::POLLIN)?),
+            Some(reactor.register(sys::borrow_std_fd(0), Key::Keys, EpollFlags::EPOLLIN)?),
+            Some(reactor.register(t.master(), Key::Output, EpollFlags::EPOLLIN)?),
         ),
         None => (None, None),
     };

@@ -140,14 +140,15 @@ impl Exec {
     }
 
     /// Begins the exec's stop unless one is under way; `watch` only waits (the run's own stop
-    /// already signals these processes). `plan.first` may name a signal its group gets first.
+    /// already signals these processes). `plan.forwarded` may name a signal its group gets first.
     pub fn begin_stop(&mut self, end: ExecEnd, plan: StopPlan, reactor: &Reactor, watch: bool) {
         if self.is_stopping() {
             return;
         }
         let plan = StopPlan {
             scope: self.scope(),
-            first_word: None,
+            child_first: None,
+            main_child: None,
             ..plan
         };
         let now = Instant::now();
@@ -209,6 +210,8 @@ fn report(end: ExecEnd, status: Option<ChildState>, outcome: &Outcome) -> ExitRe
             Reason::ChildExited
         },
         child: status,
+        // The client ends by the exec's signal either way (see client.rs).
+        killed_by_stop: false,
         spawn_error: None,
         preserve_status: false,
         success_exit: &[],

@@ -11,6 +11,9 @@ pub struct Facts<'a> {
     pub stopped: bool,
     pub reason: Reason,
     pub child: Option<ChildState>,
+    /// The child died of a signal the stop sent on its own account (its `--stop-signal`, or the
+    /// SIGKILL after the grace), not of one from outside that the run passed on.
+    pub killed_by_stop: bool,
     /// 126 or 127 when the command could not be started.
     pub spawn_error: Option<i32>,
     pub preserve_status: bool,
@@ -42,10 +45,12 @@ impl Exit {
             (Some(ChildState::Exited(c)), _) if f.success_exit.contains(&(c as u8)) => plain(0),
             (Some(ChildState::Exited(c)), _) => plain(c),
             // As PID 1 the kernel would not deliver the signal to us; after a timeout the status
-            // is a plain exit, as GNU timeout's --preserve-status gives.
+            // is a plain exit, as GNU timeout's --preserve-status gives. A signal the stop sent
+            // itself is not passed on either: vloer-run ended the child, as timeout does after it
+            // killed, and its caller's shell must not report vloer-run as `Killed`.
             (Some(ChildState::Signaled(s)), _) => Exit {
                 code: 128 + s.raw(),
-                by_signal: (!f.pid1 && !timed_out).then_some(s),
+                by_signal: (!f.pid1 && !timed_out && !f.killed_by_stop).then_some(s),
             },
             (_, Some(code)) => plain(code),
             // Confirmed, yet the child's status was never collected: that is not a proof.
@@ -84,6 +89,7 @@ mod tests {
             stopped: true,
             reason: Reason::ChildExited,
             child: Some(child),
+            killed_by_stop: false,
             spawn_error: None,
             preserve_status: false,
             success_exit: &[],
@@ -96,6 +102,22 @@ mod tests {
         let e = Exit::of(facts(ChildState::Signaled(Sig::INT)));
         assert_eq!(e.code, 130);
         assert_eq!(e.by_signal, Some(Sig::INT));
+    }
+
+    #[test]
+    fn a_child_the_stop_killed_gives_a_plain_status() {
+        let e = Exit::of(Facts {
+            reason: Reason::Control,
+            killed_by_stop: true,
+            ..facts(ChildState::Signaled(Sig::KILL))
+        });
+        assert_eq!(
+            e,
+            Exit {
+                code: 137,
+                by_signal: None
+            }
+        );
     }
 
     #[test]

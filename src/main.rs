@@ -78,11 +78,11 @@ fn vloer_main(args: Vec<std::ffi::OsString>) -> u8 {
 
 fn run(args: cli::RunArgs) -> u8 {
     msg::set_level(if args.output.quiet {
-        0
+        msg::Level::Quiet
     } else if args.output.verbose {
-        2
+        msg::Level::Verbose
     } else {
-        1
+        msg::Level::Normal
     });
     let config = match config::RunConfig::new(args) {
         Ok(c) => c,

@@ -7,9 +7,23 @@ use std::io::Write;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::OnceLock;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-static LEVEL: AtomicU8 = AtomicU8::new(1);
+/// How much vloer-run says on stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    /// Errors only (-q).
+    Quiet = 0,
+    /// Errors and warnings.
+    Normal = 1,
+    /// Also the story of the run and its stop: each signal, each reap (-v).
+    Verbose = 2,
+}
+
+static LEVEL: AtomicU8 = AtomicU8::new(Level::Normal as u8);
+
+/// When the run began: every -v line says how long after it happened.
+static START: OnceLock<Instant> = OnceLock::new();
 
 /// -v lines left out because stderr's reader was behind, not yet reported.
 static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -29,9 +43,21 @@ fn droppable(fd: BorrowedFd<'_>) -> bool {
     })
 }
 
-/// 0: errors only (-q), 1: errors and warnings, 2: also each signal and reap (-v).
-pub fn set_level(level: u8) {
-    LEVEL.store(level, Ordering::Relaxed);
+/// Sets how much is said from now on; -v lines count their time from this call.
+pub fn set_level(level: Level) {
+    START.get_or_init(Instant::now);
+    LEVEL.store(level as u8, Ordering::Relaxed);
+}
+
+/// Whether -v lines are written: detail that costs work to gather is gathered only then.
+pub fn is_verbose() -> bool {
+    LEVEL.load(Ordering::Relaxed) >= Level::Verbose as u8
+}
+
+/// A -v line's time: seconds since the run began, to the millisecond (`+1.503s`).
+fn offset(now: Instant) -> String {
+    let since = now.saturating_duration_since(*START.get_or_init(Instant::now));
+    format!("+{}.{:03}s", since.as_secs(), since.subsec_millis())
 }
 
 /// What to say of `n` -v lines left out (empty if none).
@@ -84,20 +110,21 @@ pub fn error(args: Arguments<'_>) {
 
 /// A warning: silenced by -q.
 pub fn warn(args: Arguments<'_>) {
-    if LEVEL.load(Ordering::Relaxed) >= 1 {
+    if LEVEL.load(Ordering::Relaxed) >= Level::Normal as u8 {
         emit(args);
     }
 }
 
-/// Detail: only with -v. Left out (and counted) when stderr's reader is behind: a line per
-/// reaped process, written at the reader's pace, held the reaper back while a forking tree
-/// filled the pid space with zombies.
+/// Detail: only with -v, after the time since the run began. Left out (and counted) when
+/// stderr's reader is behind: a line per reaped process, written at the reader's pace, held the
+/// reaper back while a forking tree filled the pid space with zombies.
 pub fn verbose(args: Arguments<'_>) {
-    if LEVEL.load(Ordering::Relaxed) < 2 {
+    if !is_verbose() {
         return;
     }
     let dropped = DROPPED.swap(0, Ordering::Relaxed);
-    if !emit_nowait(&line(dropped, args)) {
+    let text = line(dropped, format_args!("{} {args}", offset(Instant::now())));
+    if !emit_nowait(&text) {
         DROPPED.fetch_add(dropped + 1, Ordering::Relaxed);
     }
 }

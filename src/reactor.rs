@@ -2,7 +2,7 @@
 //! once, under a key, and which it leaves by dropping its `Registration`.
 
 use crate::sys;
-use nix::poll::PollFlags;
+use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 use nix::unistd::Pid;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
@@ -69,19 +69,22 @@ impl Key {
     }
 }
 
+/// The most events one wait returns; the rest wait for the next turn (level-triggered).
+const BATCH: usize = 256;
+
 /// The epoll set; clones share it.
 #[derive(Clone)]
 pub struct Reactor {
-    epfd: Rc<OwnedFd>,
+    epoll: Rc<Epoll>,
 }
 
 /// One registered descriptor. Dropping it takes the descriptor out of the set, so it must be
 /// dropped while the descriptor is still open (its owner declares it first, or drops it first).
 pub struct Registration {
-    epfd: Rc<OwnedFd>,
+    epoll: Rc<Epoll>,
     fd: RawFd,
     key: u64,
-    events: std::cell::Cell<PollFlags>,
+    events: std::cell::Cell<EpollFlags>,
 }
 
 /// A descriptor the reactor watches, owned together with its registration.
@@ -99,7 +102,7 @@ impl Watched {
 
 impl Reactor {
     /// Watches `fd`, owned from now on, for `events` under `key`.
-    pub fn watch(&self, fd: OwnedFd, key: Key, events: PollFlags) -> io::Result<Watched> {
+    pub fn watch(&self, fd: OwnedFd, key: Key, events: EpollFlags) -> io::Result<Watched> {
         Ok(Watched {
             _reg: self.register(fd.as_fd(), key, events)?,
             fd,
@@ -108,7 +111,7 @@ impl Reactor {
 
     pub fn new() -> io::Result<Reactor> {
         Ok(Reactor {
-            epfd: Rc::new(sys::epoll_create()?),
+            epoll: Rc::new(Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?),
         })
     }
 
@@ -117,12 +120,12 @@ impl Reactor {
         &self,
         fd: BorrowedFd<'_>,
         key: Key,
-        events: PollFlags,
+        events: EpollFlags,
     ) -> io::Result<Registration> {
         let key = key.code();
-        sys::epoll_set(self.epfd.as_fd(), fd, to_epoll(events), key, true)?;
+        self.epoll.add(fd, EpollEvent::new(events, key))?;
         Ok(Registration {
-            epfd: Rc::clone(&self.epfd),
+            epoll: Rc::clone(&self.epoll),
             fd: fd.as_raw_fd(),
             key,
             events: std::cell::Cell::new(events),
@@ -131,22 +134,29 @@ impl Reactor {
 
     /// Sleeps in the kernel until a registered descriptor is ready or `deadline` passes (no
     /// deadline: no wake-up at all). Returns the ready keys with what happened to them.
-    pub fn wait(&self, deadline: Option<Instant>) -> io::Result<Vec<(Key, PollFlags)>> {
+    pub fn wait(&self, deadline: Option<Instant>) -> io::Result<Vec<(Key, EpollFlags)>> {
         let timeout = match deadline {
-            None => -1,
+            None => EpollTimeout::NONE,
             Some(d) => {
                 let left = d.saturating_duration_since(Instant::now());
                 // Round up so we never wake just before the deadline and spin.
-                left.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32
+                let ms = left.as_nanos().div_ceil(1_000_000);
+                EpollTimeout::try_from(ms).unwrap_or(EpollTimeout::MAX)
             }
         };
-        let mut ready = Vec::new();
-        sys::epoll_wait(self.epfd.as_fd(), &mut ready, timeout)?;
-        Ok(ready
-            .into_iter()
-            .filter_map(|(code, ev)| {
-                Key::of(code).map(|k| (k, PollFlags::from_bits_truncate(ev as libc::c_short)))
-            })
+        // On the stack: a heap buffer would be allocated and freed on every wake-up, and musl's
+        // allocator hands a 3 KiB one back to the kernel each time (an mmap and a munmap per
+        // wait).
+        let mut events = [EpollEvent::empty(); BATCH];
+        let n = match self.epoll.wait(&mut events, timeout) {
+            Ok(n) => n,
+            // Interrupted: nothing is ready, and the loop's next turn waits again.
+            Err(nix::errno::Errno::EINTR) => 0,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(events[..n]
+            .iter()
+            .filter_map(|e| Key::of(e.data()).map(|k| (k, e.events())))
             .collect())
     }
 }
@@ -154,12 +164,13 @@ impl Reactor {
 impl Registration {
     /// Changes what the descriptor (`fd`, the one registered) is watched for; a no-op when
     /// unchanged. Hang-ups and errors are always reported, as with poll.
-    pub fn set(&self, fd: BorrowedFd<'_>, events: PollFlags) -> io::Result<()> {
+    pub fn set(&self, fd: BorrowedFd<'_>, events: EpollFlags) -> io::Result<()> {
         debug_assert_eq!(fd.as_raw_fd(), self.fd);
         if self.events.get() == events {
             return Ok(());
         }
-        sys::epoll_set(self.epfd.as_fd(), fd, to_epoll(events), self.key, false)?;
+        self.epoll
+            .modify(fd, &mut EpollEvent::new(events, self.key))?;
         self.events.set(events);
         Ok(())
     }
@@ -167,13 +178,8 @@ impl Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        sys::epoll_remove(self.epfd.as_fd(), self.fd);
+        sys::epoll_forget(&self.epoll, self.fd);
     }
-}
-
-/// poll's and epoll's flags for in, out, error and hang-up are the same bits on Linux.
-fn to_epoll(events: PollFlags) -> u32 {
-    events.bits() as u16 as u32
 }
 
 #[cfg(test)]
@@ -210,7 +216,7 @@ mod tests {
         let r = Reactor::new().unwrap();
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         let reg = r
-            .register(b.as_fd(), Key::Conn(7), PollFlags::POLLIN)
+            .register(b.as_fd(), Key::Conn(7), EpollFlags::EPOLLIN)
             .unwrap();
         let soon = Some(Instant::now() + std::time::Duration::from_millis(1));
         assert!(r.wait(soon).unwrap().is_empty());
@@ -219,7 +225,7 @@ mod tests {
         let got = r.wait(None).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].0, Key::Conn(7));
-        assert!(got[0].1.contains(PollFlags::POLLIN));
+        assert!(got[0].1.contains(EpollFlags::EPOLLIN));
         drop(reg);
         assert!(r.wait(soon).unwrap().is_empty());
     }

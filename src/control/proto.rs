@@ -97,6 +97,15 @@ pub enum WireRequest {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signal: Option<String>,
     },
+    /// An `op` this protocol does not know: refused with `unknown_op`.
+    #[serde(other, skip_serializing)]
+    Unknown,
+}
+
+/// Only the `op` of a request, to name an unknown one.
+#[derive(Deserialize)]
+struct OpOnly {
+    op: String,
 }
 
 /// A validated request handed to the supervisor.
@@ -186,15 +195,16 @@ pub fn cancel_signal(line: &[u8]) -> Option<Sig> {
 /// Reads one request line (without its newline or with it); `stdio` are the descriptors that came
 /// with it, for an exec.
 pub fn parse_request(line: &[u8], stdio: Vec<OwnedFd>) -> Result<Request, (ErrorCode, String)> {
-    let req: WireRequest = serde_json::from_slice(line).map_err(|e| {
-        let code = if e.to_string().contains("unknown variant") {
-            ErrorCode::UnknownOp
-        } else {
-            ErrorCode::BadRequest
-        };
-        (code, format!("malformed request: {e}"))
-    })?;
+    let req: WireRequest = serde_json::from_slice(line)
+        .map_err(|e| (ErrorCode::BadRequest, format!("malformed request: {e}")))?;
     Ok(match req {
+        WireRequest::Unknown => {
+            let op = serde_json::from_slice::<OpOnly>(line).map_or_else(|_| "?".into(), |o| o.op);
+            return Err((
+                ErrorCode::UnknownOp,
+                format!("unknown op '{op}'; expected stop, status, exec or cancel"),
+            ));
+        }
         WireRequest::Stop { grace_ms } => Request::Stop {
             grace: grace_ms.map(Duration::from_millis),
         },
@@ -251,6 +261,12 @@ mod tests {
         );
         let code = |line: &[u8]| parse_request(line, vec![]).err().map(|(c, _)| c);
         assert_eq!(code(br#"{"op":"reboot"}"#), Some(ErrorCode::UnknownOp));
+        assert_eq!(
+            code(br#"{"op":"reboot","grace_ms":1}"#),
+            Some(ErrorCode::UnknownOp)
+        );
+        assert_eq!(code(br#"{"grace_ms":1}"#), Some(ErrorCode::BadRequest));
+        assert_eq!(code(br#"{"op":7}"#), Some(ErrorCode::BadRequest));
         assert_eq!(
             code(br#"{"op":"stop","grace":1}"#),
             Some(ErrorCode::BadRequest)

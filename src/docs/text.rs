@@ -54,6 +54,16 @@ A stop begins when the child exits (reason `child_exited`), when vloer-run recei
 The scope is read afresh from /proc at every step. `--scope tree` (the default) is every descendant of vloer-run, including processes that called setsid(), changed their process group or double-forked: vloer-run is their reaper, so it still sees them. `--scope group` is the run's processes (vloer-run's descendants) in the child's process group, as `tini -g` sees it. Only step 1's signal goes to the whole group in one call (so a process from outside the run that joined the group hears it too, as under `tini -g`); every later signal, SIGKILL included, goes to one member of the scope at a time, through its pidfd. A scan that finds no live member ends the stop early only when the kernel agrees: for the tree, vloer-run has no child left; for the group, signal 0 to it finds no process, or every process /proc shows in it joined from outside the run. Otherwise the stop looks again and waits out the grace and the kill timeout as usual.
 
 A process is signalled through a pidfd, after its start time is checked against the scan, so a pid recycled between the scan and the signal is never hit.
+
+With `-v` the stop is told as it happens, each line with its time since vloer-run started: what began the stop, each signal and whom it went to, why SIGKILL followed (`the grace of 5s ran out with 1 process left: SIGKILL`), each process reaped with its command, and whether the stop was confirmed and how long it took (each line after its `vloer-run: ` prefix):
+```
++0.300s stopping: the timeout passed
++0.300s sent SIGTERM to the child's process group 4711
++0.801s the grace of 500ms ran out with 1 process left: SIGKILL
++0.801s sent SIGKILL to 4711 (sh)
++0.802s child 4711 (sh) ended: killed by SIGKILL
++0.802s stop confirmed after 501ms: no process of the run is left
+```
 "#;
 
 pub(super) const SWEEP: &str = r#"
@@ -139,7 +149,7 @@ COMMAND was not found.
 
 COMMAND is looked up in PATH as execvp(3) looks it up, and a file the kernel cannot execute as a program (a script without `#!`) is run with /bin/sh, as glibc's execvp, tini and dumb-init run it, whichever libc vloer-run was built with.
 
-When the child was killed by signal N and the stop was confirmed, vloer-run writes the verdict (exit_code 128+N) and then ends by signal N itself, with core dumps off, as GNU timeout does: a shell shows 128+N, Python sees -N, and a loop ends on Ctrl-C as around the bare command. As PID 1, where the kernel would ignore the signal, and after a `--timeout` stop, it exits 128+N; an unconfirmed stop is always 125. `vloer-run exec` ends the same way as its command.
+When the child was killed by signal N and the stop was confirmed, vloer-run writes the verdict (exit_code 128+N) and then ends by signal N itself, with core dumps off, as GNU timeout does: a shell shows 128+N, Python sees -N, and a loop ends on Ctrl-C as around the bare command. As PID 1, where the kernel would ignore the signal, and after a `--timeout` stop, it exits 128+N; an unconfirmed stop is always 125. Only a signal from outside vloer-run's own stop is passed on this way (the child's own doing, another process, a signal vloer-run forwarded): when the child died of a signal the stop sent on its own account (the `--stop-signal` of a control, child-exit or parent-death stop, or the SIGKILL after the grace), vloer-run exits 128+N as a plain exit, as GNU timeout does after it killed, so that a shell does not report vloer-run as `Killed`. `vloer-run exec` ends the same way as its command.
 
 `--success-exit CODE` maps the child's CODE to 0 (a JVM exits 143 on SIGTERM). `vloer-run stop` exits 0 when the verdict says "stopped":true, 1 when false, 125 when it cannot ask. `vloer-run exec` exits with the command's status, 124 when its `--timeout` passes, 125 when it cannot ask.
 "#;

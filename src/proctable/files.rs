@@ -218,23 +218,23 @@ pub fn unpin(pid: Pid) {
 /// Which of a process's files the loop reads (its command line goes to the reader thread, see
 /// `cmdline_reader`).
 #[derive(Clone, Copy)]
-pub enum Kept {
+pub enum ProcFile {
     Stat,
     Children,
 }
 
-impl Kept {
+impl ProcFile {
     /// Its name under /proc, for `pid`'s main thread.
     pub fn name(self, pid: Pid) -> String {
         match self {
-            Kept::Stat => format!("{pid}/stat"),
-            Kept::Children => format!("{pid}/task/{pid}/children"),
+            ProcFile::Stat => format!("{pid}/stat"),
+            ProcFile::Children => format!("{pid}/task/{pid}/children"),
         }
     }
 }
 
 /// Reads `which` of `pid` whole: through its pin when it has one, else by path.
-pub fn read_of(pid: Pid, which: Kept) -> io::Result<Vec<u8>> {
+pub fn read_of(pid: Pid, which: ProcFile) -> io::Result<Vec<u8>> {
     read_pinned(pid, which).unwrap_or_else(|| read_file(&which.name(pid)))
 }
 
@@ -249,13 +249,13 @@ fn unless_reaped(got: io::Result<Vec<u8>>) -> Option<io::Result<Vec<u8>>> {
 
 /// Reads a file of `pid` through its pin; None when `pid` is not pinned, or its pin shows it
 /// reaped (and the pin is let go).
-fn read_pinned(pid: Pid, which: Kept) -> Option<io::Result<Vec<u8>>> {
+fn read_pinned(pid: Pid, which: ProcFile) -> Option<io::Result<Vec<u8>>> {
     PIN.with(|p| {
         let mut p = p.borrow_mut();
         let pin = p.as_ref().filter(|pin| pin.pid == pid)?;
         let got = unless_reaped(match which {
-            Kept::Stat => read_kept(&pin.stat),
-            Kept::Children => read_kept(&pin.children),
+            ProcFile::Stat => read_kept(&pin.stat),
+            ProcFile::Children => read_kept(&pin.children),
         });
         if got.is_none() {
             *p = None;
@@ -291,7 +291,7 @@ mod tests {
             .expect("sleep");
         let pid = Pid::from_raw(child.id() as i32);
         pin(pid);
-        let stat = read_pinned(pid, Kept::Stat).expect("pinned").unwrap();
+        let stat = read_pinned(pid, ProcFile::Stat).expect("pinned").unwrap();
         assert!(String::from_utf8_lossy(&stat).starts_with(&format!("{pid} (sleep) ")));
         assert!(pinned(pid));
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
@@ -303,9 +303,9 @@ mod tests {
         child.wait().unwrap();
         // A reaped process's children list reads empty, not ESRCH: only the reaper can say it is
         // no longer the process pinned, so it unpins (see supervisor/reap.rs).
-        assert!(read_pinned(pid, Kept::Children).is_some_and(|c| c.unwrap().is_empty()));
+        assert!(read_pinned(pid, ProcFile::Children).is_some_and(|c| c.unwrap().is_empty()));
         // Reaped: the pin answers ESRCH, lets go, and the read goes by path.
-        assert!(read_pinned(pid, Kept::Stat).is_none());
+        assert!(read_pinned(pid, ProcFile::Stat).is_none());
         assert!(!pinned(pid), "the pin was let go");
         let now = super::super::read(pid).unwrap();
         assert!(now.map_or(true, |p| p.starttime != zombie.starttime));

@@ -100,8 +100,8 @@ fn parse_stat(bytes: &[u8]) -> Option<Proc> {
 
 /// Reads one process; `Ok(None)` when it no longer exists.
 pub fn read(pid: Pid) -> Result<Option<Proc>, ProcError> {
-    let name = || files::Kept::Stat.name(pid);
-    let bytes = match files::read_of(pid, files::Kept::Stat) {
+    let name = || files::ProcFile::Stat.name(pid);
+    let bytes = match files::read_of(pid, files::ProcFile::Stat) {
         Ok(b) => b,
         Err(e) if gone(&e) => return Ok(None),
         Err(e) => return Err(ProcError(format!("reading /proc/{}: {e}", name()))),

@@ -47,7 +47,7 @@ pub(super) fn children_of(pid: Pid, threads: i64, out: &mut Vec<Pid>) -> Result<
     if threads <= 1 {
         let got = match (pid == me()).then(files::own_children).flatten() {
             Some(own) => files::read_kept(own),
-            None => files::read_of(pid, files::Kept::Children),
+            None => files::read_of(pid, files::ProcFile::Children),
         };
         return read_one(&pid, got);
     }

@@ -13,7 +13,7 @@ impl Stop {
                         owner: self.wake.owner,
                         pid,
                     };
-                    match self.wake.reactor.register(fd, key, PollFlags::POLLIN) {
+                    match self.wake.reactor.register(fd, key, EpollFlags::EPOLLIN) {
                         Ok(r) => t.wake = Some(r),
                         Err(e) => {
                             // Its exit would wake nobody: the stop cannot be proven.
@@ -70,8 +70,11 @@ impl Stop {
             match sent {
                 Ok(()) => {
                     if !reached {
-                        *self.sent.entry(sig.name()).or_default() += 1;
+                        *self.sent.entry(sig).or_default() += 1;
                         crate::msg::verbose(format_args!("sent {sig} to {} ({})", p.pid, p.comm));
+                    }
+                    if self.plan.main_child == Some(p.pid) {
+                        self.note_sent_to_child(p.pgid, sig);
                     }
                     // A stopped process would hold a polite signal pending until continued.
                     if p.state == "T"
@@ -79,7 +82,7 @@ impl Stop {
                         && sig != Sig::CONT
                         && handle.signal(Sig::CONT).is_ok()
                     {
-                        *self.sent.entry(Sig::CONT.name()).or_default() += 1;
+                        *self.sent.entry(Sig::CONT).or_default() += 1;
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
@@ -97,5 +100,17 @@ impl Stop {
             handle,
             unkillable,
         }))
+    }
+
+    /// Notes that `sig` reached the main child (in group `pgid`), if it was the stop's own.
+    pub(super) fn note_sent_to_child(&mut self, pgid: Pid, sig: Sig) {
+        let Some(child) = self.plan.main_child else {
+            return;
+        };
+        if self.plan.on_own_account(self.phase, child, pgid, sig)
+            && !self.sent_to_child.contains(&sig)
+        {
+            self.sent_to_child.push(sig);
+        }
     }
 }

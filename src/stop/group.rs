@@ -64,15 +64,18 @@ impl Stop {
             _ => sys::killpg(g.pgid, sig).is_ok(),
         };
         // Otherwise the scan signals each member on its own, as without the call.
-        if called {
-            *self.sent.entry(sig.name()).or_default() += 1;
-            crate::msg::verbose(format_args!(
-                "sent {sig} to the child's process group {}",
-                g.pgid
-            ));
-            g.called_at = Some(tick);
-            g.call_cpu = sys::thread_cpu_time().saturating_sub(start);
+        if !called {
+            return;
         }
+        g.called_at = Some(tick);
+        g.call_cpu = sys::thread_cpu_time().saturating_sub(start);
+        let pgid = g.pgid;
+        *self.sent.entry(sig).or_default() += 1;
+        crate::msg::verbose(format_args!(
+            "sent {sig} to the child's process group {pgid}"
+        ));
+        // The unreaped child still leads the group it was started in, so the call reached it.
+        self.note_sent_to_child(pgid, sig);
     }
 
     /// Between the call and the first scan after it. The run reaps first: most of a group that

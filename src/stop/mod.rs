@@ -6,12 +6,13 @@ mod pace;
 mod plan;
 mod room;
 mod sweep;
+mod tell;
 
 pub use group::ChildGroup;
 use group::Group;
 use pace::Pace;
 pub use pace::Reaped;
-pub use plan::{FirstTarget, FirstWord, StopPlan};
+pub use plan::{ChildFirst, Forwarded, ForwardedTo, StopPlan};
 use plan::{Phase, Signals};
 use room::Room;
 pub use sweep::{SweepOutcome, SweepStop};
@@ -21,7 +22,7 @@ use crate::reactor::{Key, Reactor, Registration};
 use crate::scope::{Known, Settled};
 use crate::signal::Sig;
 use crate::sys;
-use nix::poll::PollFlags;
+use nix::sys::epoll::EpollFlags;
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::os::fd::{AsFd, OwnedFd};
@@ -44,7 +45,10 @@ struct Tracked {
 pub struct Outcome {
     pub survivors: Vec<Proc>,
     pub error: Option<String>,
-    pub sent: BTreeMap<String, u64>,
+    pub sent: BTreeMap<Sig, u64>,
+    /// The signals the stop sent the main child on its own account (not one it passed on from
+    /// outside): a child that died of one of these was ended by the stop.
+    pub sent_to_child: Vec<Sig>,
     pub elapsed: Duration,
 }
 
@@ -63,14 +67,16 @@ pub struct Stop {
     phase: Phase,
     deadline: Option<Instant>,
     tracked: HashMap<Pid, Tracked>,
-    sent: BTreeMap<String, u64>,
+    sent: BTreeMap<Sig, u64>,
+    sent_to_child: Vec<Sig>,
     errors: Vec<String>,
     started: Instant,
     last: LastScan,
     /// The main child's process group, while the stop can reach it in one call.
     group: Option<Group>,
-    /// The main child has exited and the processes held back for it wait for a scan.
-    release_due: bool,
+    /// The main child has exited, and the processes left waiting for it are due a scan that
+    /// signals them.
+    signal_the_rest: bool,
     /// What the run's reaper did during the stop (see `pace`).
     pace: Pace,
     /// The pidfds it holds, against the limit on open descriptors.
@@ -82,8 +88,8 @@ pub struct Stop {
 struct LastScan {
     /// A scan has read the scope from /proc.
     read: bool,
-    /// It held a process back for the main child's exit (see `release`).
-    held_back: bool,
+    /// It left a process unsignalled until the main child's exit (see `main_child_exited`).
+    left_waiting: bool,
     /// Every live member it saw was gone before it could be signalled: the scope is scanned
     /// again on the run's next turn, after the run has reaped (see `scan_and_signal`).
     vanished: Option<Vec<Pid>>,
@@ -122,11 +128,12 @@ impl Stop {
             deadline: None,
             tracked: HashMap::new(),
             sent: BTreeMap::new(),
+            sent_to_child: Vec::new(),
             errors: Vec::new(),
             started: now,
             last: LastScan::default(),
             group: None,
-            release_due: false,
+            signal_the_rest: false,
             pace: Pace::default(),
             room: Room::default(),
         }
@@ -146,7 +153,7 @@ impl Stop {
         if self.phase == Phase::Done {
             return None;
         }
-        if self.last.vanished.is_some() || self.release_due {
+        if self.last.vanished.is_some() || self.signal_the_rest {
             return Some(Instant::now());
         }
         if self.scan_due() {
@@ -169,20 +176,20 @@ impl Stop {
 
     /// The main child has exited: the rest of the scope now gets the stop signal too, at the
     /// next `progress`.
-    pub fn release(&mut self) {
-        // Nothing held back: what the scans found already has the stop signal, and whatever
+    pub fn main_child_exited(&mut self) {
+        // Nobody left waiting: what the scans found already has the stop signal, and whatever
         // appeared since is found when the tracked processes are gone.
-        if self.plan.first_word.take().is_some()
+        if self.plan.child_first.take().is_some()
             && self.phase == Phase::Grace
-            && self.last.held_back
+            && self.last.left_waiting
         {
-            self.release_due = true;
+            self.signal_the_rest = true;
         }
     }
 
     /// Whether `p` must wait for the main child's exit before the stop signals it.
-    fn held(&self, p: &Proc) -> bool {
-        self.plan.holds(self.phase, p)
+    fn waits_for_child(&self, p: &Proc) -> bool {
+        self.plan.waits_for_child(self.phase, p)
     }
 
     /// Something happened (a child was reaped, time passed): move on if we can. `reaped`: what
@@ -199,12 +206,16 @@ impl Stop {
         if self.deadline.is_some_and(|d| now >= d) {
             match self.phase {
                 Phase::Grace => {
+                    tell::grace_ran_out(self.plan.grace, self.tracked.len());
                     self.phase = Phase::Kill;
                     self.deadline = Some(now + self.plan.kill_timeout);
                     self.tracked.clear();
                     phase_ended = true;
                 }
                 _ => {
+                    if self.phase == Phase::Kill {
+                        tell::kill_timeout_ran_out(self.plan.kill_timeout, self.tracked.len());
+                    }
                     self.phase = Phase::Done;
                     return;
                 }
@@ -213,7 +224,7 @@ impl Stop {
         if !phase_ended && self.waits_for_reaper(now, reaped) {
             return;
         }
-        if std::mem::take(&mut self.release_due) {
+        if std::mem::take(&mut self.signal_the_rest) {
             self.round();
             return;
         }
@@ -233,6 +244,7 @@ impl Stop {
             self.round();
             let after: HashSet<Pid> = self.tracked.keys().copied().collect();
             if after == before {
+                tell::all_refused_sigkill(after.len());
                 self.phase = Phase::Done;
             }
             return;
@@ -284,7 +296,7 @@ impl Stop {
             }
         };
         let known: HashSet<Pid> = members.iter().map(|p| p.pid).collect();
-        let mut held = false;
+        let mut left_waiting = false;
         if self.polls() {
             // No pidfd tells us of an exit: what this scan does not show alive, with the same
             // start time, is gone (or its pid now names another process).
@@ -300,8 +312,8 @@ impl Stop {
             if self.tracked.contains_key(&p.pid) {
                 continue;
             }
-            if self.held(p) {
-                held = true;
+            if self.waits_for_child(p) {
+                left_waiting = true;
                 continue;
             }
             if let Some(doubt) = &p.doubt {
@@ -319,8 +331,8 @@ impl Stop {
             self.record(p.pid, result);
         }
         self.close_call();
-        self.last.held_back = held;
-        if self.tracked.is_empty() && self.phase != Phase::Done && !held {
+        self.last.left_waiting = left_waiting;
+        if self.tracked.is_empty() && self.phase != Phase::Done && !left_waiting {
             if !members.iter().any(Proc::is_live) {
                 // /proc's children lists may miss a process while its siblings exit, and a
                 // process that keeps forking away from its pid may be between two of them: the
@@ -366,7 +378,7 @@ impl Stop {
         let scope = self.plan.scope;
         let walked = proctable::walk_tree(&mut |p, fd, known| {
             if self.tracked.contains_key(&p.pid)
-                || self.held(p)
+                || self.waits_for_child(p)
                 || !scope.belongs(p, known)
                 || !self.room.may_open()
             {
@@ -394,7 +406,8 @@ impl Stop {
         !sys::have_pidfd() || self.room.plain
     }
 
-    /// What this phase sends to `p`; nothing while held (see `held`).
+    /// What this phase sends to `p`; nothing while it waits for the main child (see
+    /// `waits_for_child`).
     fn signals_for(&self, p: &Proc) -> Signals {
         self.plan.signals_for(self.phase, p)
     }
@@ -406,6 +419,7 @@ impl Stop {
         let known = self.known();
         let mut outcome = Outcome {
             sent: self.sent,
+            sent_to_child: self.sent_to_child,
             elapsed: now.saturating_duration_since(self.started),
             ..Outcome::default()
         };

@@ -30,7 +30,7 @@ pub struct Reaped {
     /// Children that ended and were reaped.
     pub ended: usize,
     /// The batch was full: more zombies may be queued.
-    pub full: bool,
+    pub more_waiting: bool,
     /// The kernel said vloer-run has no child left at all.
     pub none_left: bool,
 }
@@ -96,7 +96,7 @@ impl Stop {
             self.pace.deferred = 0;
             return false;
         }
-        if r.full && self.pace.deferred < MOST_TURNS_DEFERRED {
+        if r.more_waiting && self.pace.deferred < MOST_TURNS_DEFERRED {
             self.pace.deferred += 1;
             return true;
         }
@@ -164,15 +164,15 @@ mod tests {
     fn a_reap_adds_up_and_its_state_is_the_latest() {
         let first = Reaped {
             ended: 1024,
-            full: true,
+            more_waiting: true,
             none_left: false,
         };
         let r = first.then(Reaped {
             ended: 5,
-            full: false,
+            more_waiting: false,
             none_left: true,
         });
-        assert_eq!((r.ended, r.full, r.none_left), (1029, false, true));
+        assert_eq!((r.ended, r.more_waiting, r.none_left), (1029, false, true));
     }
 
     #[test]

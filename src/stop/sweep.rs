@@ -40,7 +40,7 @@ pub struct SweepStop {
     clean: u32,
     last: Scan,
     report: Report,
-    sent: BTreeMap<String, u64>,
+    sent: BTreeMap<Sig, u64>,
     errors: Vec<String>,
 }
 
@@ -50,7 +50,7 @@ pub struct SweepOutcome {
     /// The matches still alive at the end.
     pub survivors: Vec<Proc>,
     pub report: Report,
-    pub sent: BTreeMap<String, u64>,
+    pub sent: BTreeMap<Sig, u64>,
     pub error: Option<String>,
 }
 
@@ -179,13 +179,13 @@ impl SweepStop {
         };
         match handle.signal(sig) {
             Ok(()) => {
-                *self.sent.entry(sig.name()).or_default() += 1;
+                *self.sent.entry(sig).or_default() += 1;
                 crate::msg::verbose(format_args!(
                     "sent {sig} to {} ({}), which works in a swept folder",
                     p.pid, p.comm
                 ));
                 if p.state == "T" && sig != Sig::KILL && handle.signal(Sig::CONT).is_ok() {
-                    *self.sent.entry(Sig::CONT.name()).or_default() += 1;
+                    *self.sent.entry(Sig::CONT).or_default() += 1;
                 }
             }
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return false,

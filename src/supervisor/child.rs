@@ -4,27 +4,77 @@ use super::*;
 use crate::verdict::ChildReport;
 
 /// The main child, from its spawn to the end of the run.
-pub(super) struct MainChild {
-    pub(super) pid: Option<Pid>,
-    /// Kept after the reap: it still names the child's process group (`ChildGroup`).
-    pub(super) pidfd: Option<OwnedFd>,
-    pub(super) status: Option<ChildState>,
-    pub(super) spawn_error: Option<i32>,
+pub(super) enum MainChild {
+    NotStarted,
+    /// The command could not be started: the status it gives (126 or 127).
+    NotRun(i32),
+    /// Started and not reaped yet: its pid cannot name another process.
+    Running {
+        pid: Pid,
+        pidfd: Option<OwnedFd>,
+    },
+    /// Reaped. The pidfd is kept: it still names the child's process group (`ChildGroup`).
+    Ended {
+        pid: Pid,
+        pidfd: Option<OwnedFd>,
+        status: ChildState,
+    },
 }
 
 impl MainChild {
+    pub(super) fn pid(&self) -> Option<Pid> {
+        match self {
+            MainChild::Running { pid, .. } | MainChild::Ended { pid, .. } => Some(*pid),
+            MainChild::NotStarted | MainChild::NotRun(_) => None,
+        }
+    }
+
+    pub(super) fn pidfd(&self) -> Option<&OwnedFd> {
+        match self {
+            MainChild::Running { pidfd, .. } | MainChild::Ended { pidfd, .. } => pidfd.as_ref(),
+            MainChild::NotStarted | MainChild::NotRun(_) => None,
+        }
+    }
+
+    /// How it ended, once reaped.
+    pub(super) fn status(&self) -> Option<ChildState> {
+        match self {
+            MainChild::Ended { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The status of a command that could not be started (126 or 127).
+    pub(super) fn not_run(&self) -> Option<i32> {
+        match self {
+            MainChild::NotRun(code) => Some(*code),
+            _ => None,
+        }
+    }
+
     pub(super) fn alive(&self) -> bool {
-        self.pid.is_some() && self.status.is_none()
+        matches!(self, MainChild::Running { .. })
+    }
+
+    /// It was reaped with `status`.
+    pub(super) fn ended(&mut self, status: ChildState) {
+        if let MainChild::Running { pid, pidfd } = std::mem::replace(self, MainChild::NotStarted) {
+            *self = MainChild::Ended { pid, pidfd, status };
+        }
     }
 
     pub(super) fn report(&self) -> ChildReport {
         ChildReport {
-            pid: self.pid.map(Pid::as_raw),
-            exit_code: match self.status {
-                Some(ChildState::Exited(c)) => Some(c),
-                _ => self.spawn_error,
+            pid: self.pid().map(Pid::as_raw),
+            exit_code: match self {
+                MainChild::Ended {
+                    status: ChildState::Exited(c),
+                    ..
+                }
+                | MainChild::NotRun(c) => Some(*c),
+                _ => None,
             },
-            signal: match self.status {
+            signal: match self.status() {
                 Some(ChildState::Signaled(s)) => Some(s.name()),
                 _ => None,
             },
@@ -45,9 +95,11 @@ impl Supervisor {
                     "started {} as pid {pid}",
                     exit::command_words(&self.config.command[..1])
                 ));
-                self.child.pid = Some(pid);
                 // The child stays our unreaped child until we wait for it, so its pid is stable.
-                self.child.pidfd = sys::pidfd_open(pid).ok();
+                self.child = MainChild::Running {
+                    pid,
+                    pidfd: sys::pidfd_open(pid).ok(),
+                };
                 crate::proctable::warm_up(pid);
                 if self.terminal.give_at_start {
                     // Both sides call tcsetpgrp so neither order of scheduling leaves a gap.
@@ -60,7 +112,7 @@ impl Supervisor {
                     "cannot run {}: {err}",
                     exit::command_words(&self.config.command[..1])
                 ));
-                self.child.spawn_error = Some(e.exit_code());
+                self.child = MainChild::NotRun(e.exit_code());
                 self.begin_stop(Reason::ChildExited, None);
             }
         }
@@ -78,12 +130,14 @@ impl Supervisor {
         }
     }
 
-    /// The main child's process group.
-    pub(super) fn child_group(&self) -> Pid {
-        if self.terminal.shared_group {
-            return self.terminal.me_pgid;
-        }
-        self.child.pid.unwrap_or(Pid::from_raw(0))
+    /// The main child's process group, once it was started: its own, or the one it shares
+    /// with vloer-run on the caller's terminal.
+    pub(super) fn child_group(&self) -> Option<Pid> {
+        let pid = self.child.pid()?;
+        Some(match self.terminal.shared_group {
+            true => self.terminal.me_pgid,
+            false => pid,
+        })
     }
 }
 

@@ -13,7 +13,7 @@ impl Supervisor {
         // The run's stop can end with its scope empty but for zombies whose SIGCHLD was not read
         // yet, an exec's process among them: its report needs the status first.
         for _ in 0..REAP_ROUNDS {
-            if !self.reap().full {
+            if !self.reap().more_waiting {
                 break;
             }
         }
@@ -36,14 +36,14 @@ impl Supervisor {
         // kernel's own word, where it has one, is the proof; /proc only names survivors.
         let empty = self.scope() == Scope::Tree && self.tree_is_empty();
         let outcome = match state {
-            State::Stopping(s) | State::Watching(s) => s.finish(Instant::now(), empty),
+            State::Stopping(s) | State::Waiting(s) => s.finish(Instant::now(), empty),
             State::Running => Outcome {
                 error: Some("the run ended without a stop".into()),
                 ..Outcome::default()
             },
         };
         let sweep = self.finish_sweep();
-        self.terminal.hand_back(self.child.pid);
+        self.terminal.hand_back(self.child.pid());
         let mut errors = self.record.errors.clone();
         errors.extend(outcome.error.clone());
         if let Some(s) = &sweep {
@@ -84,8 +84,13 @@ impl Supervisor {
             s.report
         });
         let stopped = survivors.is_empty() && error.is_none();
+        tell_confirmation(stopped, survivors.len(), error.as_deref(), outcome.elapsed);
         let reason = self.record.reason.unwrap_or(Reason::ChildExited);
-        let exit = self.exit(stopped, reason);
+        let killed_by_stop = matches!(
+            self.child.status(),
+            Some(ChildState::Signaled(s)) if outcome.sent_to_child.contains(&s)
+        );
+        let exit = self.exit(stopped, reason, killed_by_stop);
         let verdict = Verdict {
             proof: Proof {
                 stopped,
@@ -152,15 +157,35 @@ impl Supervisor {
         false
     }
 
-    pub(super) fn exit(&self, stopped: bool, reason: Reason) -> Exit {
+    pub(super) fn exit(&self, stopped: bool, reason: Reason, killed_by_stop: bool) -> Exit {
         Exit::of(exit::Facts {
             stopped,
             reason,
-            child: self.child.status,
-            spawn_error: self.child.spawn_error,
+            child: self.child.status(),
+            killed_by_stop,
+            spawn_error: self.child.not_run(),
             preserve_status: self.config.preserve_status,
             success_exit: &self.config.success_exit,
             pid1: self.pid1,
         })
     }
+}
+
+/// The end of the stop's story under -v: whether the kernel proved it, and how long it took.
+fn tell_confirmation(stopped: bool, survivors: usize, error: Option<&str>, took: Duration) {
+    let took = humantime::format_duration(Duration::from_millis(took.as_millis() as u64));
+    if stopped {
+        msg::verbose(format_args!(
+            "stop confirmed after {took}: no process of the run is left"
+        ));
+        return;
+    }
+    let mut why: Vec<String> = match survivors {
+        0 => vec![],
+        1 => vec!["1 process survived".into()],
+        n => vec![format!("{n} processes survived")],
+    };
+    why.extend(error.map(String::from));
+    let why = why.join("; ");
+    msg::verbose(format_args!("stop not confirmed after {took}: {why}"));
 }

@@ -9,7 +9,7 @@ impl Supervisor {
             // What the reaps since the last turn did. After a full batch this turn reaps on
             // without sleeping, as no new SIGCHLD may come for the children already waiting.
             let reaped = std::mem::take(&mut self.turn_reaped);
-            if let State::Stopping(stop) | State::Watching(stop) = &mut self.state {
+            if let State::Stopping(stop) | State::Waiting(stop) = &mut self.state {
                 stop.progress(now, reaped);
                 if stop.is_done() {
                     // A watch that found the tree empty on its own: the folders are swept now.
@@ -31,7 +31,7 @@ impl Supervisor {
             let ready = self
                 .sources
                 .reactor
-                .wait(if reaped.full {
+                .wait(if reaped.more_waiting {
                     Some(now)
                 } else {
                     self.deadline()
@@ -55,14 +55,14 @@ impl Supervisor {
                 }
             }
             if got_signals {
-                self.on_signals(reaped.full)?;
-            } else if reaped.full {
+                self.on_signals(reaped.more_waiting)?;
+            } else if reaped.more_waiting {
                 self.reap();
             }
             for (owner, pids) in exited {
                 let stop = match owner {
                     RUN => match &mut self.state {
-                        State::Stopping(s) | State::Watching(s) => Some(s),
+                        State::Stopping(s) | State::Waiting(s) => Some(s),
                         State::Running => None,
                     },
                     id => self.execs.running.get_mut(&id).and_then(|e| e.stop_mut()),
@@ -85,7 +85,7 @@ impl Supervisor {
     fn deadline(&self) -> Option<Instant> {
         let mut deadline = match &self.state {
             State::Running => self.timeout_deadline(),
-            State::Watching(s) => earliest(self.timeout_deadline(), s.deadline()),
+            State::Waiting(s) => earliest(self.timeout_deadline(), s.deadline()),
             State::Stopping(s) => s.deadline(),
         };
         for e in self.execs.running.values() {
@@ -147,7 +147,7 @@ impl Supervisor {
             }
         }
         if let Some(d) = self.timeout_deadline() {
-            if now >= d && matches!(self.state, State::Running | State::Watching(_)) {
+            if now >= d && matches!(self.state, State::Running | State::Waiting(_)) {
                 msg::verbose(format_args!(
                     "timeout after {}",
                     humantime::format_duration(self.config.stop.timeout.unwrap_or_default())

@@ -23,14 +23,15 @@ use crate::signal::Sig;
 use crate::spawn::{self, SpawnError};
 use crate::stop::ChildGroup;
 use crate::stop::{
-    FirstTarget, FirstWord, Outcome, Reaped, Stop, StopPlan, SweepOutcome, SweepStop, Wake,
+    ChildFirst, Forwarded, ForwardedTo, Outcome, Reaped, Stop, StopPlan, SweepOutcome, SweepStop,
+    Wake,
 };
 use crate::sys::{self, ChildSetup, ChildState, Waited};
 use crate::terminal::Terminal;
 use crate::verdict::{Reason, Sink, Verdict};
 use anyhow::Context;
 use child::{watch_parent, MainChild};
-use nix::poll::PollFlags;
+use nix::sys::epoll::EpollFlags;
 use nix::unistd::Pid;
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
@@ -38,8 +39,9 @@ use std::time::{Duration, Instant};
 
 enum State {
     Running,
-    /// The child exited under `--when-child-exits wait`: watching the rest leave on its own.
-    Watching(Stop),
+    /// The child exited under `--when-child-exits wait`: waiting for the rest to leave on its
+    /// own (a stop that only watches).
+    Waiting(Stop),
     Stopping(Stop),
 }
 
@@ -97,7 +99,7 @@ struct Execs {
     running: BTreeMap<ConnId, Exec>,
     /// A stop (of the run or of an exec) was not confirmed: no new execs.
     unconfirmed: bool,
-    sent: BTreeMap<String, u64>,
+    sent: BTreeMap<Sig, u64>,
     survivors: Vec<crate::proctable::Proc>,
 }
 
@@ -118,7 +120,7 @@ impl Supervisor {
         let reactor = Reactor::new().context("setting up the event loop (epoll)")?;
         let signals = sys::signalfd_for_all().context("setting up signal handling (signalfd)")?;
         let signals = reactor
-            .watch(signals, Key::Signals, PollFlags::POLLIN)
+            .watch(signals, Key::Signals, EpollFlags::EPOLLIN)
             .context("watching signals (epoll)")?;
         if !pid1 {
             sys::set_child_subreaper()
@@ -128,7 +130,7 @@ impl Supervisor {
             true => match watch_parent()? {
                 Some(fd) => Some(
                     reactor
-                        .watch(fd, Key::Parent, PollFlags::POLLIN)
+                        .watch(fd, Key::Parent, EpollFlags::EPOLLIN)
                         .context("watching the parent (epoll)")?,
                 ),
                 None => None,
@@ -155,12 +157,7 @@ impl Supervisor {
                 signals,
                 parent,
             },
-            child: MainChild {
-                pid: None,
-                pidfd: None,
-                status: None,
-                spawn_error: None,
-            },
+            child: MainChild::NotStarted,
             started: Instant::now(),
             state: State::Running,
             record: Record::default(),
@@ -176,10 +173,24 @@ impl Supervisor {
     }
 
     fn scope(&self) -> Scope {
-        Scope::of_run(self.config.stop.scope, self.child.pid)
+        Scope::of_run(self.config.stop.scope, self.child.pid())
     }
 
     /// Runs the command to the end, delivers the verdict, and returns how vloer-run ends.
+    ///
+    /// The run's life, file by file:
+    /// 1. `new` (above): signals into a signalfd, the subreaper role, the parent watch and the
+    ///    control socket, all on one reactor;
+    /// 2. `child.rs`: the child starts, in its own process group;
+    /// 3. `events.rs`: the one loop. Each wake-up goes to `signals.rs` (forward a signal, or
+    ///    begin the stop), `reap.rs` (collect children: the main child's exit begins the stop),
+    ///    `requests.rs` (control clients and execs), or a deadline (`--timeout`);
+    /// 4. `begin_stop` (below): whatever the reason, one `Stop`, which the loop moves on until
+    ///    it is done;
+    /// 5. `conclude.rs`: the proof, the verdict and the exit status;
+    /// 6. `deliver.rs`: the verdict written once, and the clients that asked for it answered.
+    ///
+    /// `main` then ends vloer-run with the status, or by the child's signal.
     pub fn run(mut self) -> Exit {
         self.start_child();
         // The run no longer needs the caller's working directory, and holding it would keep its
@@ -226,7 +237,7 @@ impl Supervisor {
     }
 
     fn main_done(&self) -> bool {
-        matches!(&self.state, State::Stopping(s) | State::Watching(s) if s.is_done())
+        matches!(&self.state, State::Stopping(s) | State::Waiting(s) if s.is_done())
             && (self.config.sweep.is_none() || self.sweep.as_ref().is_some_and(SweepStop::is_done))
     }
 
@@ -249,42 +260,49 @@ impl Supervisor {
         ));
     }
 
-    fn plan(&self, first: Option<(FirstTarget, Sig, Sig)>) -> StopPlan {
+    fn plan(&self, forwarded: Option<Forwarded>) -> StopPlan {
+        let main_child = self.child.pid().filter(|_| self.child.alive());
         StopPlan {
             scope: self.scope(),
             stop_signal: self.config.stop.stop_signal,
             grace: self.requests.grace.unwrap_or(self.config.stop.grace),
             kill_timeout: self.config.stop.kill_timeout,
-            first,
-            first_word: match (self.config.stop.stop_order, self.child.pid) {
-                (StopOrder::Child, Some(child)) if self.child.alive() => Some(FirstWord {
-                    child,
-                    group: self.child_group(),
-                }),
+            forwarded,
+            child_first: match (self.config.stop.stop_order, main_child, self.child_group()) {
+                (StopOrder::Child, Some(child), Some(group)) => Some(ChildFirst { child, group }),
                 _ => None,
             },
+            main_child,
         }
     }
 
     /// Starts the stop unless one is under way: the first reason wins.
-    fn begin_stop(&mut self, reason: Reason, first: Option<(FirstTarget, Sig, Sig)>) {
+    fn begin_stop(&mut self, reason: Reason, forwarded: Option<Forwarded>) {
         if matches!(self.state, State::Stopping(_)) {
             return;
         }
         self.record.reason = Some(Reason::of_stop(self.record.reason, reason));
-        msg::verbose(format_args!("stopping: {}", reason.words()));
+        match (reason, self.record.trigger) {
+            (Reason::Signal, Some(sig)) => {
+                msg::verbose(format_args!("stopping: {} ({sig})", reason.words()))
+            }
+            _ => msg::verbose(format_args!("stopping: {}", reason.words())),
+        }
         // The child's own group (never the caller's, which a child under a shared terminal
         // stays in): the stop signal goes to it while the child is unreaped, and `--scope
         // group`'s SIGKILL through the pidfd even after.
         let leader_unreaped = self.child.alive();
         let wanted = leader_unreaped || matches!(self.scope(), Scope::Group(_));
-        let group = (wanted && !self.terminal.shared_group).then(|| ChildGroup {
-            pgid: self.child_group(),
-            pidfd: self.child.pidfd.as_ref().and_then(|fd| fd.try_clone().ok()),
-            leader_unreaped,
-        });
+        let group = match self.child_group() {
+            Some(pgid) if wanted && !self.terminal.shared_group => Some(ChildGroup {
+                pgid,
+                pidfd: self.child.pidfd().and_then(|fd| fd.try_clone().ok()),
+                leader_unreaped,
+            }),
+            _ => None,
+        };
         self.state = State::Stopping(Stop::begin(
-            self.plan(first),
+            self.plan(forwarded),
             self.wake(),
             Instant::now(),
             group,

@@ -19,9 +19,15 @@ impl Supervisor {
     fn reap_batch(&mut self) -> Reaped {
         // Stop reports are only acted on for the main child; one ask per batch is enough, since
         // a report queued after it comes with its own SIGCHLD.
-        let mut job = self.child.pid.filter(|_| self.child.status.is_none());
+        let mut job = self.child.pid().filter(|_| self.child.alive());
         let mut done = Reaped::default();
         for _ in 0..REAP_BATCH {
+            // Under -v, the command of what is about to be reaped, while /proc still has it.
+            let ending = msg::is_verbose()
+                .then(|| sys::next_to_reap(job))
+                .flatten()
+                .and_then(|pid| crate::proctable::read(pid).ok().flatten())
+                .map(|p| (p.pid, p.comm));
             let (pid, state) = match sys::wait_any(job.take()) {
                 Ok(Waited::Child(pid, state)) => (pid, state),
                 Ok(Waited::NoneReady) => return done,
@@ -37,13 +43,20 @@ impl Supervisor {
             if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
                 done.ended += 1;
             }
-            let is_main = Some(pid) == self.child.pid;
+            let is_main = Some(pid) == self.child.pid();
+            let name = Named {
+                pid,
+                comm: ending
+                    .as_ref()
+                    .filter(|(p, _)| *p == pid)
+                    .map(|(_, comm)| comm.as_str()),
+            };
             let plan = self.plan(None);
             if let Some(e) = self.execs.running.values_mut().find(|e| e.pid == pid) {
                 if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
                     self.record.reaped += 1;
                     e.status = Some(state);
-                    msg::verbose(format_args!("exec {pid} ended: {state}"));
+                    msg::verbose(format_args!("exec {name} ended: {state}"));
                     e.begin_stop(ExecEnd::Exited, plan, &self.sources.reactor, false);
                 }
                 continue;
@@ -52,10 +65,10 @@ impl Supervisor {
                 ChildState::Exited(_) | ChildState::Signaled(_) if is_main => {
                     // Its pid is free from now on: the files kept open on it must go first.
                     crate::proctable::files::unpin(pid);
-                    msg::verbose(format_args!("child {pid} ended: {state}"));
-                    self.child.status = Some(state);
+                    msg::verbose(format_args!("child {name} ended: {state}"));
+                    self.child.ended(state);
                     if let State::Stopping(s) = &mut self.state {
-                        s.release();
+                        s.main_child_exited();
                     }
                     // A reason means a stop already ran: `conclude` puts the state back to Running
                     // and reaps once more, and a child whose exit is only collected then (its
@@ -66,7 +79,7 @@ impl Supervisor {
                             WhenChildExits::Stop => self.begin_stop(Reason::ChildExited, None),
                             WhenChildExits::Wait => {
                                 self.record.reason = Some(Reason::ChildExited);
-                                self.state = State::Watching(Stop::watch(
+                                self.state = State::Waiting(Stop::watch(
                                     self.plan(None),
                                     self.wake(),
                                     Instant::now(),
@@ -78,7 +91,7 @@ impl Supervisor {
                 }
                 ChildState::Exited(_) | ChildState::Signaled(_) => {
                     self.record.reaped += 1;
-                    msg::verbose(format_args!("reaped {pid}: {state}"));
+                    msg::verbose(format_args!("reaped {name}: {state}"));
                 }
                 ChildState::Stopped(sig) if is_main && sig.is_job_control() && !self.pid1 => {
                     // Only stop along if the child is still stopped: a SIGCONT may have been
@@ -126,7 +139,23 @@ impl Supervisor {
                 ChildState::Stopped(_) | ChildState::Continued => {}
             }
         }
-        done.full = true;
+        done.more_waiting = true;
         done
+    }
+}
+
+/// A reaped child in a -v line: its pid, and its command when it was read before the reap
+/// (`4711 (sleep)`).
+struct Named<'a> {
+    pid: Pid,
+    comm: Option<&'a str>,
+}
+
+impl std::fmt::Display for Named<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.comm {
+            Some(comm) => write!(f, "{} ({comm})", self.pid),
+            None => write!(f, "{}", self.pid),
+        }
     }
 }

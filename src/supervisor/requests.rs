@@ -38,7 +38,7 @@ impl Supervisor {
             report.status, report.reason
         ));
         for (k, v) in &outcome.sent {
-            *self.execs.sent.entry(k.clone()).or_default() += v;
+            *self.execs.sent.entry(*k).or_default() += v;
         }
         if !report.stopped {
             self.execs.unconfirmed = true;
@@ -126,10 +126,14 @@ impl Supervisor {
                     msg::verbose(format_args!("exec {} cancelled by its client", e.pid));
                     // What the client received reaches the exec's group first, as a forwarded
                     // signal does at the start of the run's stop.
-                    let first = signal.map(|s| (FirstTarget::Group(e.pid), s, s));
+                    let forwarded = signal.map(|sig| Forwarded {
+                        to: ForwardedTo::Group(e.pid),
+                        sig,
+                        received: sig,
+                    });
                     e.begin_stop(
                         ExecEnd::Client,
-                        StopPlan { first, ..plan },
+                        StopPlan { forwarded, ..plan },
                         &self.sources.reactor,
                         false,
                     );
@@ -195,7 +199,7 @@ impl Supervisor {
             scope: self.config.stop.scope.name(),
             state: match self.state {
                 State::Running => "running",
-                State::Watching(_) => "waiting",
+                State::Waiting(_) => "waiting",
                 State::Stopping(_) => "stopping",
             },
             sweep: self.config.sweep.as_ref().map(|sweep| {

@@ -27,17 +27,23 @@ impl Supervisor {
                 delivered,
             } => {
                 self.record.trigger = Some(sig);
-                let first = (!forwarded.is_none() || delivered)
-                    .then(|| (self.forward_target(), forwarded, sig));
-                self.begin_stop(Reason::Signal, first);
+                let forwarded = match self.forward_target() {
+                    Some(to) if !forwarded.is_none() || delivered => Some(Forwarded {
+                        to,
+                        sig: forwarded,
+                        received: sig,
+                    }),
+                    _ => None,
+                };
+                self.begin_stop(Reason::Signal, forwarded);
             }
             forward::Action::Forward {
                 sig: out,
                 stop_self,
             } => {
-                if sig == Sig::CONT {
+                if let (Sig::CONT, Some(group)) = (sig, self.child_group()) {
                     // `fg`: the shell gave the terminal to our group; it belongs to the child's.
-                    self.give_terminal_to(self.child_group());
+                    self.give_terminal_to(group);
                 }
                 if let Some(target) = self.delivery_target() {
                     forward::deliver(target, out);
@@ -50,16 +56,17 @@ impl Supervisor {
         }
     }
 
-    pub(super) fn forward_target(&self) -> FirstTarget {
-        match self.config.signals.forward_to {
-            ForwardTo::Group => FirstTarget::Group(self.child_group()),
-            ForwardTo::Child => FirstTarget::Process(self.child.pid.unwrap_or(Pid::from_raw(0))),
-        }
+    /// Where a signal that starts the stop is forwarded; None before the child was started.
+    pub(super) fn forward_target(&self) -> Option<ForwardedTo> {
+        Some(match self.config.signals.forward_to {
+            ForwardTo::Group => ForwardedTo::Group(self.child_group()?),
+            ForwardTo::Child => ForwardedTo::Process(self.child.pid()?),
+        })
     }
 
     /// Where a forwarded signal goes now; None when there is nobody to send it to.
     pub(super) fn delivery_target(&self) -> Option<forward::Target<'_>> {
-        let pid = self.child.pid?;
+        let pid = self.child.pid()?;
         Some(match self.config.signals.forward_to {
             // The group is also the caller's: only the run's own members get it.
             ForwardTo::Group if self.terminal.shared_group => {
@@ -69,7 +76,7 @@ impl Supervisor {
             // Reaped, the number is free and may already name someone else's group.
             ForwardTo::Group => forward::Target::GroupInTree(pid),
             ForwardTo::Child if self.child.alive() => {
-                forward::Target::Child(pid, self.child.pidfd.as_ref().map(|fd| fd.as_fd()))
+                forward::Target::Child(pid, self.child.pidfd().map(|fd| fd.as_fd()))
             }
             ForwardTo::Child => return None,
         })

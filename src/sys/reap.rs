@@ -84,29 +84,45 @@ pub enum Children {
 /// the exact proof for `--scope tree`: every descendant is a child of vloer-run or of one of its
 /// children, because orphans are handed to the reaper before their parent becomes a zombie.
 pub fn children_left() -> io::Result<Children> {
+    match first_ended(None) {
+        Ok(Some(_)) => Ok(Children::Zombies),
+        Ok(None) => Ok(Children::Live),
+        Err(e) if e.raw_os_error() == Some(libc::ECHILD) => Ok(Children::None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The child the next `wait_any(job)` reaps, if one has ended: it is still a zombie, so /proc
+/// still names it. `job` first, as `wait_any` asks it first.
+pub fn next_to_reap(job: Option<Pid>) -> Option<Pid> {
+    if let Some(Ok(Some(pid))) = job.map(|job| first_ended(Some(job))) {
+        return Some(pid);
+    }
+    first_ended(None).ok().flatten()
+}
+
+/// The first child that has ended (`only` that one, if given), left unreaped; `Ok(None)` when
+/// children exist but none has ended, ECHILD when there are none.
+fn first_ended(only: Option<Pid>) -> io::Result<Option<Pid>> {
+    let (idtype, id) = match only {
+        Some(pid) => (libc::P_PID, pid.as_raw() as libc::id_t),
+        None => (libc::P_ALL, 0),
+    };
     let mut info = MaybeUninit::<libc::siginfo_t>::zeroed();
     // SAFETY: waitid writes one siginfo into valid, zeroed memory. WNOWAIT leaves a zombie to be
     // reaped by `wait_any`; WNOHANG makes the call non-blocking.
     let rc = unsafe {
         libc::waitid(
-            libc::P_ALL,
-            0,
+            idtype,
+            id,
             info.as_mut_ptr(),
             libc::WEXITED | libc::WNOHANG | libc::WNOWAIT | libc::__WALL,
         )
     };
     if rc < 0 {
-        let err = io::Error::last_os_error();
-        return match err.raw_os_error() {
-            Some(libc::ECHILD) => Ok(Children::None),
-            _ => Err(err),
-        };
+        return Err(io::Error::last_os_error());
     }
     // SAFETY: waitid returned 0, so the struct is initialised (zeroed where no child was ready).
     let pid = unsafe { info.assume_init().si_pid() };
-    Ok(if pid == 0 {
-        Children::Live
-    } else {
-        Children::Zombies
-    })
+    Ok((pid != 0).then(|| Pid::from_raw(pid)))
 }

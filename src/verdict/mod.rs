@@ -4,6 +4,7 @@ mod sink;
 pub use sink::Sink;
 
 use crate::proctable::Proc;
+use crate::signal::Sig;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -98,9 +99,16 @@ pub struct Cause {
 /// What the stop took: signals sent, zombies reaped, time.
 #[derive(Clone, Debug, Serialize, Default)]
 pub struct Effort {
-    pub sent: BTreeMap<String, u64>,
+    /// How many processes got each signal: by name in the JSON, in the names' order.
+    #[serde(serialize_with = "by_name")]
+    pub sent: BTreeMap<Sig, u64>,
     pub reaped: u64,
     pub elapsed_ms: u64,
+}
+
+fn by_name<S: serde::Serializer>(sent: &BTreeMap<Sig, u64>, s: S) -> Result<S::Ok, S::Error> {
+    let named: BTreeMap<String, u64> = sent.iter().map(|(sig, n)| (sig.name(), *n)).collect();
+    named.serialize(s)
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -192,7 +200,7 @@ mod tests {
             exit_code: 125,
             scope: "tree",
             effort: Effort {
-                sent: BTreeMap::from([("SIGTERM".into(), 3)]),
+                sent: BTreeMap::from([(Sig::TERM, 3)]),
                 reaped: 2,
                 elapsed_ms: 10,
             },
@@ -272,7 +280,7 @@ mod tests {
                 survivors in prop::collection::vec(survivor(), 0..300),
                 error in prop::option::of(nasty(6000)),
                 signal in prop::option::of(nasty(40)),
-                sent in prop::collection::btree_map(nasty(12), any::<u64>(), 0..8),
+                sent in prop::collection::btree_map((1..=64i32).prop_filter_map("a signal", Sig::from_raw), any::<u64>(), 0..8),
                 stopped in any::<bool>(),
                 exit_code in any::<i32>(),
                 reaped in any::<u64>(),
@@ -315,6 +323,18 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sent_names_each_signal_in_the_names_order() {
+        let mut v = verdict(0);
+        v.effort.sent = BTreeMap::from([(Sig::TERM, 3), (Sig::KILL, 1), (Sig::CONT, 2)]);
+        assert!(
+            v.to_line()
+                .contains(r#""sent":{"SIGCONT":2,"SIGKILL":1,"SIGTERM":3},"#),
+            "{}",
+            v.to_line()
+        );
     }
 
     #[test]

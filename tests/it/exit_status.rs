@@ -165,3 +165,113 @@ fn a_command_that_is_not_found_gives_127() {
         );
     }
 }
+
+#[test]
+fn a_child_the_stop_killed_itself_gives_a_plain_128_plus_n_and_no_killed_in_the_shell() {
+    // `vloer-run stop` against a child that ignores SIGTERM: the stop's SIGKILL ends it. The
+    // server exits 137 as a plain exit, so the shell that started it says nothing of `Killed`.
+    let dir = harness::tempdir();
+    let sock = harness::path_str(&dir.path().join("ctl"));
+    let ready = harness::tmp_path(&dir, "ready");
+    let mut args = vec!["--control".to_string(), sock.clone()];
+    args.extend(harness::helper_argv(
+        &[],
+        &["ignore-term", &harness::path_str(&ready)],
+    ));
+    let shell = ["bash", "-c", r#""$@"; echo "status=$?""#, "bash"];
+    let (run, pids) = Run::via(&shell, &args).start_until_ready(&ready);
+    let stop = Run::new(["stop", "--control", &sock, "--grace", "500ms"]).finish();
+    assert_eq!(stop.code(), Some(0), "{stop}");
+    assert_eq!(
+        stop.stdout_verdict()["child"]["signal"],
+        "SIGKILL",
+        "{stop}"
+    );
+    let f = run.finish();
+    assert_eq!(f.stdout.trim(), "status=137", "{f}");
+    assert!(
+        !f.stderr.contains("Killed"),
+        "the shell reported a kill: {f}"
+    );
+    assert_eq!(f.verdict()["exit_code"], 137, "{f}");
+    assert!(!harness::alive_ours(pids[0], dir.path()));
+    // Started directly: exited with 137 (WIFEXITED), not killed.
+    std::fs::remove_file(&ready).unwrap();
+    let inst = Run::new(&args).start();
+    let pids = harness::wait_for_pids(&ready);
+    let stop = Run::new(["stop", "--control", &sock, "--grace", "500ms"]).finish();
+    assert_eq!(stop.code(), Some(0), "{stop}");
+    let f = inst.finish();
+    assert_eq!((f.code(), f.signal()), (Some(137), None), "{f}");
+    assert!(!harness::alive_ours(pids[0], dir.path()));
+}
+
+#[test]
+fn a_forwarded_signal_is_passed_on_and_the_stops_own_signal_is_not() {
+    // A stop that INT started: the child ignores the forwarded INT and dies of the stop's own
+    // SIGTERM, a plain 143.
+    let dir = harness::tempdir();
+    let ready = harness::tmp_path(&dir, "ready");
+    let script = format!(
+        "trap '' INT; echo $$ > {}; while :; do sleep 0.05; done",
+        harness::path_str(&ready)
+    );
+    let (run, _) =
+        Run::new(["--stop-on", "INT", "--", "sh", "-c", &script]).start_until_ready(&ready);
+    let f = run.finish_after(libc::SIGINT);
+    let v = f.verdict();
+    assert_eq!(
+        (v["reason"].as_str(), v["signal"].as_str()),
+        (Some("signal"), Some("SIGINT")),
+        "{f}"
+    );
+    assert_eq!(v["child"]["signal"], "SIGTERM", "{f}");
+    assert_eq!((f.code(), f.signal()), (Some(143), None), "{f}");
+    // The same stop, with a child that dies of the INT it was passed: vloer-run ends by it.
+    std::fs::remove_file(&ready).unwrap();
+    let (run, _) = Run::helper(
+        &["--stop-on", "INT"],
+        &["sleep", &harness::path_str(&ready)],
+    )
+    .start_until_ready(&ready);
+    let f = run.finish_after(libc::SIGINT);
+    assert_eq!(f.verdict()["child"]["signal"], "SIGINT", "{f}");
+    assert_eq!(f.signal(), Some(libc::SIGINT), "{f}");
+}
+
+#[test]
+fn a_child_killed_from_outside_still_ends_vloer_run_by_that_signal() {
+    // Another process's SIGKILL, even while a stop that sent its own signals is under way.
+    let dir = harness::tempdir();
+    let ready = harness::tmp_path(&dir, "ready");
+    let (run, pids) =
+        Run::helper(&[], &["sleep", &harness::path_str(&ready)]).start_until_ready(&ready);
+    harness::kill_pid(pids[0], libc::SIGKILL);
+    let f = run.finish();
+    assert_eq!(f.verdict()["child"]["signal"], "SIGKILL", "{f}");
+    assert_eq!(f.signal(), Some(libc::SIGKILL), "{f}");
+    // A control stop's own SIGTERM is ignored; within its grace, someone else kills the child.
+    std::fs::remove_file(&ready).unwrap();
+    let sock = harness::path_str(&dir.path().join("ctl"));
+    let (run, pids) = Run::helper(
+        &["--control", &sock],
+        &["ignore-term", &harness::path_str(&ready)],
+    )
+    .start_until_ready(&ready);
+    let stop = Run::new(["stop", "--control", &sock, "--grace", "30s"]).start();
+    // The stop sends its SIGTERM as it begins.
+    harness::wait_until("the stop", || run_state(&sock) == "stopping");
+    harness::kill_pid(pids[0], libc::SIGKILL);
+    let f = run.finish();
+    assert_eq!(stop.finish().code(), Some(0));
+    assert_eq!(f.verdict()["reason"], "control", "{f}");
+    assert_eq!(f.verdict()["child"]["signal"], "SIGKILL", "{f}");
+    assert_eq!(f.signal(), Some(libc::SIGKILL), "{f}");
+}
+
+fn run_state(sock: &str) -> String {
+    let out = Run::new(["status", "--control", sock]).finish();
+    serde_json::from_str::<serde_json::Value>(out.stdout.trim())
+        .map(|v| v["state"].as_str().unwrap_or_default().to_string())
+        .unwrap_or_default()
+}

@@ -520,6 +520,16 @@ impl Finished {
         parse_verdict(&self.stdout).unwrap_or_else(|| panic!("no verdict on stdout:\n{self}"))
     }
 
+    /// vloer-run's own lines on stderr, without the `vloer-run: ` prefix and a -v line's time
+    /// (`+0.512s `); the child's lines and the verdict left out.
+    pub fn own_lines(&self) -> Vec<&str> {
+        self.stderr
+            .lines()
+            .filter_map(|l| l.strip_prefix("vloer-run: "))
+            .map(|l| verbose_time(l).map_or(l, |(_, rest)| rest))
+            .collect()
+    }
+
     /// Lines on stderr that are not the verdict.
     pub fn messages(&self) -> Vec<&str> {
         self.stderr
@@ -527,6 +537,20 @@ impl Finished {
             .filter(|l| parse_verdict(l).is_none())
             .collect()
     }
+}
+
+/// A -v line's time since the run began (`+1.503s `), and the rest of the line.
+pub fn verbose_time(line: &str) -> Option<(Duration, &str)> {
+    let (time, rest) = line.strip_prefix('+')?.split_once("s ")?;
+    let (secs, ms) = time.split_once('.')?;
+    let ok = ms.len() == 3
+        && [secs, ms]
+            .iter()
+            .all(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    ok.then(|| {
+        let t = Duration::from_secs(secs.parse().ok()?) + Duration::from_millis(ms.parse().ok()?);
+        Some((t, rest))
+    })?
 }
 
 /// Waits for a helper's published pid file and returns the pids in it (its own first).

@@ -3,16 +3,6 @@
 
 use crate::harness::{self, Run};
 
-/// Every line vloer-run wrote to stderr, without its `vloer-run: ` prefix (the child's own lines
-/// and the verdict left out).
-fn verbose_lines(f: &harness::Finished) -> Vec<String> {
-    f.stderr
-        .lines()
-        .filter_map(|l| l.strip_prefix("vloer-run: "))
-        .map(String::from)
-        .collect()
-}
-
 /// Whether `line` has a form Rust's `{:?}` prints: `Exited(0)`, `ChildExited`, `Sig(9)`, `"sh"`.
 fn looks_like_debug(line: &str) -> bool {
     let camel = line.split(|c: char| !c.is_alphanumeric()).any(|w| {
@@ -30,7 +20,7 @@ fn looks_like_debug(line: &str) -> bool {
 /// Checks every line against the Debug forms, and that each of `expected` (a line's start, with
 /// `N` for any number) is there.
 fn assert_words(f: &harness::Finished, expected: &[&str]) {
-    let lines = verbose_lines(f);
+    let lines = f.own_lines();
     for l in &lines {
         assert!(
             !looks_like_debug(l),
@@ -39,7 +29,7 @@ fn assert_words(f: &harness::Finished, expected: &[&str]) {
     }
     for want in expected {
         let found = lines.iter().any(|l| {
-            let mut rest = l.as_str();
+            let mut rest = *l;
             want.split('N').enumerate().all(|(i, part)| {
                 if i > 0 {
                     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
@@ -78,7 +68,7 @@ fn verbose_lines_are_words_not_debug_forms() {
             "started 'sh' as pid N",
             "received SIGUSR1 from pid N",
             "forwarded SIGUSR1 to group N",
-            "child N ended: exited with status 3",
+            "child N (sh) ended: exited with status 3",
             "stopping: the child exited",
         ],
     );
@@ -99,8 +89,8 @@ fn verbose_lines_are_words_not_debug_forms() {
             "timeout after 300ms",
             "stopping: the timeout passed",
             "sent SIGTERM to the child's process group N",
-            "child N ended: killed by SIGTERM",
-            "reaped N: exited with status 0",
+            "child N (sleep) ended: killed by SIGTERM",
+            "reaped N (",
         ],
     );
     // An exec through the control socket, and a control stop.
@@ -117,8 +107,11 @@ fn verbose_lines_are_words_not_debug_forms() {
         &f,
         &[
             "exec 'sh -c exit 4' started as pid N",
-            "exec N ended: exited with status 4",
+            "exec N (sh) ended: exited with status 4",
             "stopping: a control client asked",
+            "sent SIGTERM to the child's process group N",
+            "child N (sleep) ended: killed by SIGTERM",
+            "stop confirmed after ",
         ],
     );
     // A command that cannot start says so in words too.
@@ -127,5 +120,60 @@ fn verbose_lines_are_words_not_debug_forms() {
         f.stderr
             .contains("vloer-run: cannot run '/nonexistent/cmd': "),
         "{f}"
+    );
+}
+
+#[test]
+fn verbose_tells_the_stop_as_it_happens_each_line_with_its_time() {
+    // A control stop of a child that ignores SIGTERM: what started it, who got what, why
+    // SIGKILL followed, what was reaped, that it was confirmed and how long it took.
+    let dir = harness::tempdir();
+    let sock = harness::path_str(&dir.path().join("ctl"));
+    let ready = harness::tmp_path(&dir, "ready");
+    let (run, pids) = Run::helper(
+        &["-v", "--control", &sock, "--grace", "400ms"],
+        &["ignore-term", &harness::path_str(&ready)],
+    )
+    .start_until_ready(&ready);
+    let stop = Run::new(["stop", "--control", &sock]).finish();
+    assert_eq!(stop.code(), Some(0), "{stop}");
+    let f = run.finish();
+    assert_words(
+        &f,
+        &[
+            "stopping: a control client asked",
+            "sent SIGTERM to the child's process group N",
+            "the grace of 400ms ran out with 1 process left: SIGKILL",
+            &format!("sent SIGKILL to {} (vloer-test-chil)", pids[0]),
+            "child N (vloer-test-chil) ended: killed by SIGKILL",
+            "stop confirmed after ",
+        ],
+    );
+    // Every -v line carries its time since the start, in order; the SIGKILL comes a grace
+    // after the stop began.
+    let timed: Vec<(std::time::Duration, &str)> = f
+        .stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("vloer-run: "))
+        .map(|l| {
+            harness::verbose_time(l)
+                .unwrap_or_else(|| panic!("a -v line without its time: {l:?}\n{f}"))
+        })
+        .collect();
+    assert!(
+        timed.windows(2).all(|w| w[0].0 <= w[1].0),
+        "out of order:\n{f}"
+    );
+    let at = |start: &str| {
+        timed
+            .iter()
+            .find(|(_, l)| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line {start:?}:\n{f}"))
+            .0
+    };
+    let waited = at("sent SIGKILL to ") - at("stopping: ");
+    assert!(
+        waited >= std::time::Duration::from_millis(400),
+        "SIGKILL after {waited:?}:\n{f}"
     );
 }

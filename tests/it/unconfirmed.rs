@@ -118,11 +118,30 @@ fn a_survivor_that_cannot_be_killed_gives_stopped_false_and_125() {
     let Some((dir, copy)) = setuid_helper() else {
         return;
     };
-    let (run, pids, mut adopted) = start_survivors(dir.path(), &copy, &QUICK_TO_STDOUT, &["sleep"]);
+    let args: Vec<&str> = ["-v"].into_iter().chain(QUICK_TO_STDOUT).collect();
+    let (run, pids, mut adopted) = start_survivors(dir.path(), &copy, &args, &["sleep"]);
     let pid = pids[0];
     let f = run.finish_after(libc::SIGTERM);
     let v = stdout_line(&f);
     assert_eq!(v["stopped"], false, "{f}");
+    // -v tells why: SIGKILL after the grace, refused, and the stop not confirmed.
+    let lines = f.own_lines();
+    for start in [
+        "the grace of 200ms ran out with 1 process left: SIGKILL",
+        "stop not confirmed after ",
+    ] {
+        assert!(
+            lines.iter().any(|l| l.starts_with(start)),
+            "no {start:?}: {f}"
+        );
+    }
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("stop not confirmed after ")
+                && l.contains(": 1 process survived; could not send SIG")),
+        "{f}"
+    );
     assert_eq!(f.code(), Some(125), "{f}");
     assert_eq!(v["exit_code"], 125, "{f}");
     let survivors: Vec<i64> = v["survivors"]

@@ -24,7 +24,7 @@ impl Server {
         for (id, c) in &self.conns {
             if !c.out.is_empty() {
                 let reg = reactor.as_ref().and_then(|r| {
-                    r.register(c.stream.as_fd(), Key::Conn(*id), PollFlags::POLLOUT)
+                    r.register(c.stream.as_fd(), Key::Conn(*id), EpollFlags::EPOLLOUT)
                         .ok()
                 });
                 queued.insert(*id, reg);
@@ -66,7 +66,7 @@ fn wait_gone(reactor: &Reactor, clients: Vec<(UnixStream, i32)>, end: Instant) {
                 .then(|| crate::sys::pidfd_open(nix::unistd::Pid::from_raw(pid)).ok())
                 .flatten();
             let fd = pidfd.as_ref().map_or(s.as_fd(), |fd| fd.as_fd());
-            let reg = reactor.register(fd, Key::Conn(i), PollFlags::POLLIN).ok();
+            let reg = reactor.register(fd, Key::Conn(i), EpollFlags::EPOLLIN).ok();
             (i, (reg, s, pidfd))
         })
         .collect();

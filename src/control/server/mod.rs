@@ -8,7 +8,7 @@ use super::proto::*;
 use crate::msg;
 use crate::reactor::{Key, Reactor, Registration};
 use anyhow::{bail, Context};
-use nix::poll::PollFlags;
+use nix::sys::epoll::EpollFlags;
 use nix::sys::socket::{self, sockopt, ControlMessageOwned, MsgFlags};
 use std::collections::BTreeMap;
 use std::io::{ErrorKind, IoSliceMut};
@@ -171,7 +171,7 @@ impl Server {
             .set_nonblocking(true)
             .context("making the control socket non-blocking")?;
         let listening = reactor
-            .register(listener.as_fd(), Key::Listener, PollFlags::POLLIN)
+            .register(listener.as_fd(), Key::Listener, EpollFlags::EPOLLIN)
             .context("watching the control socket (epoll)")?;
         Ok(Server {
             reactor: reactor.clone(),
@@ -194,20 +194,20 @@ impl Server {
     pub fn sync(&mut self) {
         let full = self.conns.len() >= MAX_CONNS;
         let listen = if full {
-            PollFlags::empty()
+            EpollFlags::empty()
         } else {
-            PollFlags::POLLIN
+            EpollFlags::EPOLLIN
         };
         let _ = self.listening.set(self.listener.as_fd(), listen);
         for (id, c) in self.conns.iter_mut() {
-            let mut flags = PollFlags::empty();
+            let mut flags = EpollFlags::empty();
             if matches!(c.phase, Phase::Reading | Phase::Attached | Phase::Waiting)
                 && !c.read_closed
             {
-                flags |= PollFlags::POLLIN;
+                flags |= EpollFlags::EPOLLIN;
             }
             if !c.out.is_empty() {
-                flags |= PollFlags::POLLOUT;
+                flags |= EpollFlags::EPOLLOUT;
             }
             match &c.reg {
                 // A failure leaves the old interest: at worst one more wake-up, never a lost one.
@@ -242,7 +242,7 @@ impl Server {
     }
 
     /// Handles readiness of the listener or a connection; returns what the supervisor must do.
-    pub fn on_ready(&mut self, key: Key, revents: PollFlags, now: Instant) -> Vec<Event> {
+    pub fn on_ready(&mut self, key: Key, revents: EpollFlags, now: Instant) -> Vec<Event> {
         match key {
             Key::Listener => self.accept(now),
             Key::Conn(id) => self.on_conn(id, revents, now),
@@ -313,7 +313,7 @@ impl Server {
         if reading {
             match self.peek_request(id) {
                 Some(answered) => events.extend(answered),
-                None => events.extend(self.on_conn(id, PollFlags::POLLIN, now)),
+                None => events.extend(self.on_conn(id, EpollFlags::EPOLLIN, now)),
             }
         }
         events

@@ -34,15 +34,15 @@ impl Server {
         }
     }
 
-    pub(super) fn on_conn(&mut self, id: ConnId, revents: PollFlags, now: Instant) -> Vec<Event> {
+    pub(super) fn on_conn(&mut self, id: ConnId, revents: EpollFlags, now: Instant) -> Vec<Event> {
         let mut events = Vec::new();
-        if revents.intersects(PollFlags::POLLOUT) {
+        if revents.intersects(EpollFlags::EPOLLOUT) {
             self.flush(id);
         }
         let Some(conn) = self.conns.get_mut(&id) else {
             return events;
         };
-        if !revents.intersects(PollFlags::POLLIN | PollFlags::POLLHUP | PollFlags::POLLERR) {
+        if !revents.intersects(EpollFlags::EPOLLIN | EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR) {
             return events;
         }
         // The peeked request is still queued: skip it first.
@@ -156,7 +156,7 @@ impl Server {
             }
             Phase::Waiting | Phase::Closing => {
                 // A hang-up is a client gone for good; an end of input alone is a half-close.
-                if revents.intersects(PollFlags::POLLHUP | PollFlags::POLLERR) {
+                if revents.intersects(EpollFlags::EPOLLHUP | EpollFlags::EPOLLERR) {
                     self.conns.remove(&id);
                 } else if eof {
                     conn.read_closed = true;
