@@ -123,16 +123,12 @@ impl Supervisor {
         }
     }
 
-    /// The folder sweep's part of step 4, on every way the run ends: a sweep still under way (or
-    /// never begun, when the run ends without a stop) is driven to its end here.
+    /// The folder sweep's part of step 4, on every way the run ends. The loop ends only once the
+    /// sweep has (see `main_done`); after a failure of the loop it may not have, or not have
+    /// begun: it scans once more as it is, and the verdict says what that scan found.
     fn finish_sweep(&mut self) -> Option<SweepOutcome> {
         self.begin_sweep();
-        let mut sweep = self.sweep.take()?;
-        while let Some(at) = sweep.deadline() {
-            std::thread::sleep(at.saturating_duration_since(Instant::now()));
-            sweep.progress(Instant::now());
-        }
-        Some(sweep.finish())
+        self.sweep.take().map(SweepStop::finish)
     }
 
     /// Step 4 for `--scope tree`: reaps every zombie, then asks the kernel whether vloer-run has

@@ -375,6 +375,61 @@ fn a_recycled_child_pid_never_receives_a_signal() {
     assert_eq!(status, "0", "{ctx}");
 }
 
+/// An exec leaves a TERM-ignoring process behind and exits; while its stop sits in the grace
+/// period, the main child recycles the exec's pid (through `ns_last_pid`) for a process of its
+/// own. The exec's stop knows its process by pid and start time: its SIGKILL reaches the
+/// exec's leftover, never the main child's process that took the number.
+#[test]
+fn an_execs_recycled_pid_never_receives_the_execs_kill() {
+    if !can_unshare(PID_NS) {
+        return;
+    }
+    let dir = harness::tempdir();
+    let script = r#"
+        D=$1 VR=$2
+        fail() { echo "$*" > "$D/fail"; exit 1; }
+        "$VR" -v --grace 2s --control "$D/s" --verdict "$D/verdict" -- sh -c '
+            until [ -s "$1/exec" ]; do sleep 0.01; done
+            R=$(cat "$1/exec")
+            while [ -e "/proc/$R" ]; do sleep 0.01; done
+            # No fork may happen between the next two steps.
+            echo $((R - 1)) > /proc/sys/kernel/ns_last_pid
+            sleep 9131 &
+            echo $! > "$1/reused.tmp" && mv "$1/reused.tmp" "$1/reused"
+            wait' sh "$D" 2> "$D/log" &
+        VR_PID=$!
+        until [ -S "$D/s" ]; do sleep 0.01; done
+        "$VR" exec --control "$D/s" -- sh -c '
+            trap "" TERM
+            setsid sleep 9130 &
+            echo $$ > "$1/exec.tmp" && mv "$1/exec.tmp" "$1/exec"' sh "$D" > "$D/exec-out" 2>&1
+        echo $? > "$D/exec-status"
+        until [ -s "$D/reused" ]; do sleep 0.01; done
+        [ "$(cat "$D/reused")" = "$(cat "$D/exec")" ] || fail "the main child's sleep got pid $(cat "$D/reused"), not the recycled $(cat "$D/exec")"
+        read -r _ _ st _ < "/proc/$(cat "$D/reused")/stat"
+        echo "$st" > "$D/reused-state"
+        kill -TERM $VR_PID
+        wait $VR_PID
+    "#;
+    let out = in_pid_namespace(script, &[&path_str(dir.path()), harness::bin()]).finish();
+    let ctx = format!(
+        "{out}\n--- vloer-run's log\n{}\n--- exec\n{}",
+        read(&dir.path().join("log")),
+        read(&dir.path().join("exec-out"))
+    );
+    assert!(
+        !dir.path().join("fail").exists(),
+        "{}\n{ctx}",
+        read(&dir.path().join("fail"))
+    );
+    assert_eq!(
+        read(&dir.path().join("reused-state")).trim(),
+        "S",
+        "the exec's stop killed the main child's process that took its pid\n{ctx}"
+    );
+    assert_eq!(read(&dir.path().join("exec-status")).trim(), "0", "{ctx}");
+}
+
 /// `--scope group`: the group is the child's, and the stop scans it afresh. Here the child exits
 /// (`--when-child-exits wait`), the last member leaves the group (setsid), and the child's pid
 /// is recycled into a bystander outside the run that leads a group with that very id. The stop
