@@ -3,7 +3,7 @@
 # match, its vloer-run is a static binary for the machine its name says, and it runs there as
 # PID 1 (no shared library, no /bin, nothing else), stops its child and confirms it.
 #
-#   scripts/release-check.sh dist/vloer-run-VERSION-TARGET.tar.gz
+#   scripts/release-check.sh dist/vloer-run-VERSION-TARGET.tar.gz...   (each in turn)
 #
 # Another machine's binary (aarch64 on x86_64) runs under qemu-user, copied into the root: as
 # PID 1 it needs no PR_SET_CHILD_SUBREAPER, which qemu-user refuses. The run needs root or
@@ -14,6 +14,13 @@ set -euo pipefail
 fail() { echo "release-check: FAIL: $*" >&2; exit 1; }
 say() { echo "release-check: $*"; }
 
+if [ $# != 1 ]; then
+    [ $# -gt 0 ] || fail "no tarball named"
+    for tarball in "$@"; do
+        "$0" "$tarball" || exit 1
+    done
+    exit 0
+fi
 tarball=$1
 [ -f "$tarball" ] || fail "no tarball at $tarball"
 if [ -f "$tarball.sha256" ]; then
