@@ -124,7 +124,9 @@ pub fn spawn_vfork(argv: &[*const libc::c_char], setup: ChildSetup) -> io::Resul
         argv.last().is_some_and(|p| p.is_null()) && argv.len() >= 2,
         "argv must be non-empty and null-terminated"
     );
-    // Room for execvp's own stack use (PATH candidates, the script fallback's argv copy).
+    // Room for execvp's own stack use (PATH candidates, the script fallback's argv copy). Where
+    // pages are larger (16 or 64 KiB on some arm64 kernels), mmap and munmap both round this
+    // length up to whole pages, so the same length maps and unmaps the same pages.
     let page = 4096;
     let size = (argv.len() * std::mem::size_of::<usize>() + 256 * 1024).div_ceil(page) * page;
     // SAFETY: a fresh private anonymous mapping; checked below.

@@ -49,9 +49,11 @@ fn reads_of_a_stop(
     let (running, _) = run.start_until_ready(ready);
     let pid = running.pid();
     running.signal(libc::SIGTERM);
+    // write(2) on fd 1; the call's number is the machine's (1 on x86_64, 64 on aarch64).
+    let writing_stdout = format!("{} 0x1 ", libc::SYS_write);
     harness::wait_until("vloer-run to block writing its verdict to stdout", || {
         std::fs::read_to_string(format!("/proc/{pid}/syscall"))
-            .is_ok_and(|s| s.starts_with("1 0x1 "))
+            .is_ok_and(|s| s.starts_with(&writing_stdout))
     });
     let reads = reads_made(pid);
     let drained = std::thread::spawn(move || {
