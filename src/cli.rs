@@ -343,31 +343,6 @@ fn parse_socket_path(s: &str) -> Result<PathBuf, String> {
     Ok(path)
 }
 
-/// Renders a clap error as one `vloer-run:` line (the contract wants one line and exit 125).
-pub fn one_line_error(err: &clap::Error) -> String {
-    use clap::error::ErrorKind;
-    let text = err.to_string();
-    let mut parts = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() {
-            if !parts.is_empty() {
-                break;
-            }
-            continue;
-        }
-        if line.starts_with("Usage:") || line.starts_with("For more information") {
-            break;
-        }
-        parts.push(line.strip_prefix("error: ").unwrap_or(line).to_string());
-    }
-    let mut msg = parts.join(" ");
-    if err.kind() == ErrorKind::MissingRequiredArgument && msg.contains("<COMMAND>") {
-        msg = "no COMMAND given; usage: vloer-run [OPTIONS] [--] COMMAND [ARG]...".into();
-    }
-    format!("{msg} (see vloer-run --help)")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
