@@ -62,11 +62,11 @@ impl Names<'_> {
             .get_arguments()
             .find(|a| {
                 word.strip_prefix("--")
-                    .map_or(false, |long| a.get_long() == Some(long))
+                    .is_some_and(|long| a.get_long() == Some(long))
                     || word
                         .strip_prefix('-')
                         .and_then(|s| s.chars().next())
-                        .map_or(false, |short| a.get_short() == Some(short))
+                        .is_some_and(|short| a.get_short() == Some(short))
             })
             .cloned()
     }
@@ -76,13 +76,13 @@ impl Names<'_> {
         let arg = self.arg(shown)?;
         let env = arg.get_env()?.to_string_lossy().into_owned();
         std::env::var_os(&env)?;
-        self.from_variable(&arg).then_some(env)
+        self.read_from_variable(&arg).then_some(env)
     }
 
     /// Whether `arg`'s value came from its variable. clap does not say, so the command line is
     /// read again with that variable ignored: a flag on the command line fails the same way
     /// again; a value from the variable does not.
-    fn from_variable(&self, arg: &Arg) -> bool {
+    fn read_from_variable(&self, arg: &Arg) -> bool {
         let cmd = Cli::command().mut_arg(arg.get_id().clone(), |a| a.env(None));
         match cmd.try_get_matches_from(self.argv) {
             Ok(_) => true,

@@ -45,6 +45,7 @@ pub fn parse(argv: &[OsString]) -> Option<Cli> {
     Some(Cli {
         client: None,
         run: defaults(command),
+        about: AboutArgs::default(),
     })
 }
 

@@ -5,6 +5,8 @@ mod harness;
 mod control;
 // Interactive use through a real pseudo-terminal: Ctrl-C, Ctrl-Z/fg/bg, window size, hand-back.
 mod tty;
+// Help that fits an 80-column terminal, grouped under headings.
+mod help;
 // What ships: the examples/ script for real, the termination log, --version.
 mod ship;
 // Faults (issue 7): broken output, recycled pids, fork storms, long runs, repeated and fatal signals.
