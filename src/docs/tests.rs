@@ -261,3 +261,42 @@ fn roff_escaping() {
     let r = to_roff("# t\n.starts with a dot, it's `--x`\n```\n.x 'a' \\ -b\n\n```\n");
     assert_eq!(r, ".SH \"T\"\n\\&.starts with a dot, it\\(aqs \\fB\\-\\-x\\fR\n.PP\n.EX\n\\&.x \\(aqa\\(aq \\e \\-b\n\\&\n.EE\n");
 }
+
+/// The manual's error codes are exactly the server's, and no reply writes a code by hand (which
+/// is how `proc_unreadable` once went missing from the manual).
+#[test]
+fn the_manual_lists_every_control_error_code() {
+    use crate::control::proto::ErrorCode;
+    let sentence = CONTROL_PROTOCOL
+        .split("Codes:")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .expect("the manual's control protocol lists its error codes after 'Codes:'");
+    let listed: Vec<&str> = sentence.split('`').skip(1).step_by(2).collect();
+    let sent: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(listed, sent, "the manual's codes are not the server's");
+
+    let mut by_hand = Vec::new();
+    let mut folders = vec![root().join("src")];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.ends_with("src/docs") {
+                // The manual's own text shows the reply's shape.
+            } else if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && !path.ends_with("control/proto.rs")
+            {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if text.contains("\"code\":") || text.contains("\"code\" :") {
+                    by_hand.push(path);
+                }
+            }
+        }
+    }
+    assert!(
+        by_hand.is_empty(),
+        "a reply's code written by hand, not as an ErrorCode: {by_hand:?}"
+    );
+}

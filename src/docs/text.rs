@@ -13,11 +13,11 @@ Each connection carries one request: one line of JSON from the client, at most 6
 : `{"op":"stop","grace_ms":N}`
 Starts a stop (reason `control`; `grace_ms` is optional and replaces `--grace`), waits for it, and replies with the verdict line.
 : `{"op":"status"}`
-Replies with one line: vloer-run's pid, the child, every live process in the scope (pid, ppid, pgid, state, command line) and the running execs.
+Replies with one line, its keys in this order: `pid` (vloer-run's), `child` (`pid`, `alive`, `exit_code`, `signal`), `processes` (every live process in the scope: `pid`, `ppid`, `pgid`, `state`, `comm`, `cmdline`), `execs` (the running execs: `pid`, `argv`, `state`, `elapsed_ms`), then `scope`, `state`, `uptime_ms` and `schema`. When /proc cannot be read, the error `proc_unreadable`.
 : `{"op":"exec","argv":[...],...}`
 Also `cwd`, `env` (a list of [name, value] pairs), `timeout_ms` and `tty`, all optional; sent with the client's stdin, stdout and stderr as three file descriptors (SCM_RIGHTS). The instance starts argv as its own child in a new process group (with `"tty":true`, in a new session with the passed stdin, a terminal, as its controlling terminal: `vloer-run exec` sends a new pty there when its stdin and stdout are a terminal, unless `-T`) and replies `{"exec":{"pid":N}}`; when the command ends, `{"exit":{...}}` with `status`, `exit_code`, `signal`, `reason` and `stopped`. While it runs, the client may send `{"op":"cancel"}` (with `"signal":"SIGINT"`, say: the signal the client itself received, which the exec's group then gets first, as a forwarded signal at the start of the run's stop) or close the connection: either stops the exec. The exec is also stopped when its `timeout_ms` passes (`status` 124), when the main child exits and when the run stops. Its stop is the same four steps over the exec's process, its process group and their descendants; every exec's environment carries `VLOER_EXEC_ID=PID:N`, so that a descendant which left the group and lost its parent (vloer-run then adopts it) is still known as the exec's. What exec stops send is counted in the run's verdict. After a stop that was not confirmed, execs are refused with code `stop_unconfirmed`.
 : errors
-`{"error":"text","code":"..."}`, then the connection is closed. Codes: `bad_request`, `too_large`, `timeout`, `forbidden`, `unknown_op`, `stopping`, `stop_unconfirmed`, `spawn_failed`.
+`{"error":"text","code":"..."}`, then the connection is closed. Codes: `bad_request`, `too_large`, `timeout`, `forbidden`, `unknown_op`, `stopping`, `stop_unconfirmed`, `spawn_failed`, `proc_unreadable`.
 
 A stop by hand:
 ```
