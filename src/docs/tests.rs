@@ -300,3 +300,55 @@ fn the_manual_lists_every_control_error_code() {
         "a reply's code written by hand, not as an ErrorCode: {by_hand:?}"
     );
 }
+
+/// Where the word issue followed by a number (with a space, a dash or a hash between) occurs in
+/// `text`: a reader of this repository cannot look such an issue up, so the text names the
+/// behaviour instead.
+fn numbered_issues(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let mut found = Vec::new();
+    for (at, _) in lower.match_indices("issue") {
+        let rest = lower[at + "issue".len()..].trim_start_matches('s');
+        let rest = rest.strip_prefix([' ', '-']).unwrap_or(rest);
+        let rest = rest.strip_prefix('#').unwrap_or(rest);
+        if rest.starts_with(|c: char| c.is_ascii_digit()) {
+            let line = lower[..at].matches('\n').count() + 1;
+            found.push(format!(
+                "line {line}: {}",
+                &text[at..(at + 12).min(text.len())]
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_text_refers_to_a_numbered_issue() {
+    let word = "issue";
+    let three = format!("see {word} 14, {}s #2 and {word}-7", "Issue");
+    assert_eq!(numbered_issues(&three).len(), 3);
+    assert!(numbered_issues("an issue, 14 of them; issues remain").is_empty());
+    let mut hits = Vec::new();
+    let mut folders = vec![root()];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" || name == ".ci" {
+                    folders.push(path);
+                }
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            hits.extend(
+                numbered_issues(&text)
+                    .into_iter()
+                    .map(|hit| format!("{}: {hit}", path.display())),
+            );
+        }
+    }
+    assert!(hits.is_empty(), "numbered issues:\n{}", hits.join("\n"));
+}

@@ -1,4 +1,4 @@
-//! Faults and hostile conditions (issue 7): vloer-run's own output failing, recycled pids, fork
+//! Faults and hostile conditions: vloer-run's own output failing, recycled pids, fork
 //! storms, stopped, traced and TERM-blocking descendants, long runs, repeated stop signals, and
 //! SIGKILL to vloer-run itself. Every case is reproduced for real; huge inputs and the control
 //! socket under fuzzing are in huge.rs.

@@ -1,4 +1,4 @@
-//! No lie, no silence, no hang (issue 11): each way the verdict could say true while the run
+//! No lie, no silence, no hang: each way the verdict could say true while the run
 //! lives, vloer-run could end with no verdict, or never end, reproduced for real.
 
 use crate::harness::{self, recorded, Adopted, Run, AS_NOBODY};
