@@ -453,7 +453,13 @@ fn fork_storm_converges_or_is_reported_truthfully_in_time() {
     "#;
     let out = in_pid_namespace(
         script,
-        &[&d, harness::bin(), harness::helper(), &uid, LIMIT],
+        &[
+            &d,
+            harness::bin(),
+            harness::helper_for_others(),
+            &uid,
+            LIMIT,
+        ],
     )
     .finish();
     let ctx = format!(

@@ -81,7 +81,7 @@ fn a_descendant_hidden_from_proc_is_never_called_gone() {
     let ready = dir.path().join("ready");
     let script = r#"mount -t proc -o hidepid=invisible proc /proc || exit 99
         exec "$@""#;
-    let mut args = [AS_NOBODY.to_vec(), vec![harness::bin()]].concat();
+    let mut args = [AS_NOBODY.to_vec(), vec![harness::bin_for_others()]].concat();
     let copy_s = harness::path_str(&copy);
     let ready_s = harness::path_str(&ready);
     args.extend([
@@ -406,7 +406,7 @@ fn a_non_root_run_writes_its_verdict_into_a_file_in_a_folder_it_cannot_write() {
     let log_s = harness::path_str(&log);
     let f = Run::via(
         &AS_NOBODY,
-        [harness::bin(), "--verdict", &log_s, "--", "true"],
+        [harness::bin_for_others(), "--verdict", &log_s, "--", "true"],
     )
     .finish();
     assert_eq!(f.code(), Some(0), "{f}");
@@ -492,11 +492,11 @@ fn an_exec_process_whose_environment_cannot_be_read_is_never_proven_gone() {
     let (run, _) = Run::via(
         &AS_NOBODY,
         [
-            harness::bin(),
+            harness::bin_for_others(),
             "--control",
             &sock,
             "--",
-            harness::helper(),
+            harness::helper_for_others(),
             "sleep",
             &harness::path_str(&main_ready),
         ],
@@ -505,12 +505,12 @@ fn an_exec_process_whose_environment_cannot_be_read_is_never_proven_gone() {
     let client = Run::via(
         &AS_NOBODY,
         [
-            harness::bin(),
+            harness::bin_for_others(),
             "exec",
             "--control",
             &sock,
             "--",
-            harness::helper(),
+            harness::helper_for_others(),
             "daemon",
             &harness::path_str(&daemon),
             "--undumpable",
@@ -624,7 +624,7 @@ fn the_whole_zoo_at_once_never_gets_a_true_verdict_while_anything_lives() {
         $S --root ignore-term "$D/setuid" &
         while [ ! -e "$D/go" ]; do sleep 0.02; done; exit 0"#;
     let args: Vec<String> = [
-        harness::bin(),
+        harness::bin_for_others(),
         "--grace",
         "500ms",
         "--kill-timeout",
@@ -639,7 +639,7 @@ fn the_whole_zoo_at_once_never_gets_a_true_verdict_while_anything_lives() {
     .collect();
     let run = Run::via(&AS_NOBODY, &args)
         .current_dir(dir.path())
-        .env("H", harness::helper())
+        .env("H", harness::helper_for_others())
         .env("S", &harness::path_str(&copy))
         .env("D", &harness::path_str(dir.path()))
         .env("VLOER_ZOO", &std::process::id().to_string())
