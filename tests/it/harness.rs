@@ -551,13 +551,18 @@ impl Run {
             return Run::new(args);
         };
         let mut cmd = Command::new(program);
-        // Another uid may not reach the binary where it was built.
-        let vloer_run = if *program == "setpriv" {
-            bin_for_others()
-        } else {
-            bin()
-        };
-        cmd.args(rest).arg(vloer_run).args(args);
+        if *program != "setpriv" {
+            cmd.args(rest).arg(bin()).args(args);
+            return Run::of(cmd);
+        }
+        // Another uid may reach neither the binary where it was built nor the test's own working
+        // folder (which an exec, say, would start in): both are in the clone.
+        let vloer_run = bin_for_others();
+        let reachable_folder = Path::new(vloer_run).parent().expect("the copies' folder");
+        cmd.args(rest)
+            .arg(vloer_run)
+            .args(args)
+            .current_dir(reachable_folder);
         Run::of(cmd)
     }
 
