@@ -622,7 +622,7 @@ def print_table(R, ws, missing, vloer, elapsed, quick):
         row(f"1 start-up `W -- true`, median of {R['startup_runs']} (bare `true`: {s['bare true'] / MS:.2f} ms)",
             s, "ms", "≤ 1.2× tini", yes(None if t is None else v <= 1.2 * t), scale=MS)
         voff = s.get("vloer-run --verdict off")
-        rows.append((f"1 `vloer-run --verdict off -- true` vs `tini -s -- true` (issue 2)",
+        rows.append((f"1 `vloer-run --verdict off -- true` vs `tini -s -- true`",
                      [fmt(voff / MS, "ms") + ratio(voff, t)] + [""] * (len(names) - 1),
                      "≤ 1.5× tini", yes(None if t is None else voff <= 1.5 * t)))
     if "storm" in R:

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Control-socket costs (issue 3), as ratios measured in one run:
+"""Control-socket costs, as ratios measured in one run:
 
   1. `status` round trip vs a bare connect-and-close on the same socket (median of N, interleaved);
   2. `vloer-run exec -- true` vs `vloer-run -- true` started afresh (median of M, interleaved).
 
 For scale, the same client also times `vloer-bench-helper reply-server` (`cargo build --release
 --examples`; found beside vloer-run or in target/release/examples/): the least any server can do,
-one accept, one read, one fixed reply line, and `status` is compared with its reply (issue 14).
+one accept, one read, one fixed reply line, and `status` is compared with its reply.
 Everything runs on one CPU (see main), and a `status` of a 200-process tree is timed too. Where
 there are two CPUs or more, the round trips are timed again with the client on one CPU and both
 servers on another, as a client on a busy machine meets them.
@@ -90,7 +90,7 @@ def cross_cpu(client_cpu, helper):
         return [
             (f"client on CPU {client_cpu}, servers on CPU {server_cpu}: reference server's reply", r, None, ""),
             ("the same: error reply", median_us(wake), median_us(wake) / r, ""),
-            ("the same: `status` round trip over the reference server's reply (issue 14)",
+            ("the same: `status` round trip over the reference server's reply",
              median_us(status), median_us(status) / r, "≤ 1.50×"),
         ]
     finally:
@@ -223,7 +223,7 @@ def main():
                  median_us(ref_reply) / rf, ""),
                 ("/proc reads for one process (stat, children, cmdline), in-process, over floor B",
                  proc_reads, proc_reads / served, ""),
-                ("`status` round trip over the reference server's reply (issue 14)",
+                ("`status` round trip over the reference server's reply",
                  median_us(status), median_us(status) / median_us(ref_reply), "≤ 1.50×"),
             ]
         if tree_status:

@@ -32,7 +32,7 @@ _vloer__run() {
 
     case "${cmd}" in
         vloer__run)
-            opts="-v -q -h -V --session --forward-to --rewrite --parent-death --child-pdeathsig --when-child-exits --stop-signal --stop-order --grace --kill-timeout --stop-on --timeout --scope --sweep --sweep-strict --verdict --preserve-status --success-exit --verbose --quiet --control --help --version stop status exec"
+            opts="-v -q -h -V --session --forward-to --rewrite --parent-death --child-pdeathsig --when-child-exits --stop-signal --stop-order --grace --kill-timeout --stop-on --timeout --scope --sweep --sweep-strict --control --verdict --preserve-status --success-exit --verbose --quiet --help --version stop status exec"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -98,6 +98,10 @@ _vloer__run() {
                     fi
                     return 0
                     ;;
+                --control)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --verdict)
                     local oldifs
                     if [ -n "${IFS+x}" ]; then
@@ -114,10 +118,6 @@ _vloer__run() {
                     return 0
                     ;;
                 --success-exit)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --control)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_vloer_run_global_optspecs
-    string join \n session forward-to= rewrite= parent-death child-pdeathsig= when-child-exits= stop-signal= stop-order= grace= kill-timeout= stop-on= timeout= scope= sweep= sweep-strict verdict= preserve-status success-exit= v/verbose q/quiet control= h/help V/version
+    string join \n session forward-to= rewrite= parent-death child-pdeathsig= when-child-exits= stop-signal= stop-order= grace= kill-timeout= stop-on= timeout= scope= sweep= sweep-strict control= verdict= preserve-status success-exit= v/verbose q/quiet h/help V/version
 end
 
 function __fish_vloer_run_needs_command
@@ -137,26 +137,26 @@ complete -c vloer-run -n "__fish_vloer_run_needs_command" -l timeout -d 'Stop th
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l scope -d 'Which processes the stop covers and checks' -r -f -a "tree\t'Every descendant of vloer-run, setsid() and daemonized ones included'
 group\t'The run\'s processes in the child\'s process group (processes that leave it are neither signalled nor checked)'"
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l sweep -d 'Also stop every process that holds or names DIR (working directory, root, executable, open file, memory map, argument), inside the tree or not, and prove none is left (repeatable)' -r -f -a "(__fish_complete_directories)"
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -l control -d 'Serve stop, status and exec requests on a Unix socket at PATH (mode 0600)' -r -F
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l verdict -d 'Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced atomically (a symlink\'s target, never the link); a FIFO, a device such as /dev/termination-log, or a descriptor (/dev/fd/N, /dev/stdout) gets one write' -r -F
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l success-exit -d 'Map this exit code of the child to 0 (repeatable), e.g. 143 for a JVM' -r
-complete -c vloer-run -n "__fish_vloer_run_needs_command" -l control -d 'Serve stop, status and exec requests on a Unix socket at PATH (mode 0600)' -r -F
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l session -d 'Start the child in a new session (setsid) instead of a new process group; the terminal is then not handed to it'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l parent-death -d 'Stop the run (reason parent_died) when vloer-run\'s parent process exits'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l sweep-strict -d 'With --sweep: a process that could not be looked at fails the proof even when it started before the run'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -l preserve-status -d 'After --timeout, exit with the child\'s status instead of 124'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -s v -l verbose -d 'Print each forwarded signal, reap and stop step on stderr. On a pipe or socket, lines its reader is too slow for are left out and counted, never waited for'
-complete -c vloer-run -n "__fish_vloer_run_needs_command" -s q -l quiet -d 'Print nothing but errors'
-complete -c vloer-run -n "__fish_vloer_run_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c vloer-run -n "__fish_vloer_run_needs_command" -s V -l version -d 'Print version'
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -s q -l quiet -d 'Print nothing but errors; the verdict is still written where --verdict says (it is the run\'s output, not a message: --verdict off leaves it out)'
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -s h -l help -d 'Print help (--help: with a longer description)'
+complete -c vloer-run -n "__fish_vloer_run_needs_command" -s V -l version -d 'Print the version'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -a "stop" -d 'Stop the run, wait for it, print its verdict; exit 0 when stopped is true, 1 when false'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -a "status" -d 'Print the run as JSON: vloer-run, the child, every live process, the running execs'
 complete -c vloer-run -n "__fish_vloer_run_needs_command" -a "exec" -d 'Run COMMAND inside the run, as the instance\'s own child, with this terminal\'s stdio'
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand stop" -l control -d 'The instance\'s control socket' -r -F
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand stop" -l grace -d 'Use this grace period instead of the instance\'s own' -r
-complete -c vloer-run -n "__fish_vloer_run_using_subcommand stop" -s h -l help -d 'Print help'
+complete -c vloer-run -n "__fish_vloer_run_using_subcommand stop" -s h -l help -d 'Print help (--help: with a longer description)'
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand status" -l control -d 'The instance\'s control socket' -r -F
-complete -c vloer-run -n "__fish_vloer_run_using_subcommand status" -s h -l help -d 'Print help'
+complete -c vloer-run -n "__fish_vloer_run_using_subcommand status" -s h -l help -d 'Print help (--help: with a longer description)'
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -l control -d 'The instance\'s control socket' -r -F
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -l timeout -d 'Stop the command after this long; exit 124' -r
 complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -s T -l no-tty -d 'Do not give the command a terminal of its own, even when stdin and stdout are one'
-complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -s h -l help -d 'Print help'
+complete -c vloer-run -n "__fish_vloer_run_using_subcommand exec" -s h -l help -d 'Print help (--help: with a longer description)'

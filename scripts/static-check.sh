@@ -66,7 +66,7 @@ if [ -f /usr/bin/tini-static ]; then
     tini_from=/usr/bin/tini-static
 fi
 say "size: vloer-run $size bytes ($((size / 1024)) KiB); tini-static $tini_size bytes ($tini_from); ratio $(awk -v a="$size" -v b="$tini_size" 'BEGIN { printf "%.2f", a / b }')"
-# The goal (issue 14) is at most twice tini-static, for the binary users deploy (musl); the glibc
+# The goal is at most twice tini-static, for the binary users deploy (musl); the glibc
 # build's static start-up alone is about 550 KiB, so it only gets a warning.
 if [ "$size" -gt $((2 * tini_size)) ]; then
     [ "$kind" = musl ] && fail "the static musl binary is more than twice tini-static's size"

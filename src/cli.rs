@@ -42,6 +42,9 @@ executed; 127 when COMMAND is not found.";
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
     disable_help_subcommand = true,
+    disable_help_flag = true,
+    disable_version_flag = true,
+    override_usage = "vloer-run [OPTIONS] [--] COMMAND [ARG]...",
     max_term_width = 100
 )]
 pub struct Cli {
@@ -49,6 +52,31 @@ pub struct Cli {
     pub client: Option<Client>,
     #[command(flatten)]
     pub run: RunArgs,
+    #[command(flatten)]
+    pub about: AboutArgs,
+}
+
+/// The headings `--help` and the manual group the run's options under, shown in the order of
+/// their first option. An option joins one with `help_heading = heading::STOPPING`; a new group
+/// is a new constant here.
+pub mod heading {
+    pub const RUNNING: &str = "Running";
+    pub const STOPPING: &str = "Stopping";
+    pub const VERDICT: &str = "The verdict and exit status";
+    pub const CONTROL: &str = "Control";
+    pub const OUTPUT: &str = "Output";
+}
+
+/// `-h` and `-V`, declared here only to be listed under Output rather than in a group of their
+/// own. `-h` is global because disabling clap's own `-h` disables it in the clients too.
+#[derive(Args, Debug, Default)]
+pub struct AboutArgs {
+    /// Print help (--help: with a longer description).
+    #[arg(short = 'h', long, action = clap::ArgAction::Help, help_heading = heading::OUTPUT, global = true)]
+    help: Option<bool>,
+    /// Print the version.
+    #[arg(short = 'V', long, action = clap::ArgAction::Version, help_heading = heading::OUTPUT)]
+    version: Option<bool>,
 }
 
 /// How the child is stopped when it exits on its own.
@@ -85,12 +113,11 @@ pub struct RunArgs {
     pub signals: SignalArgs,
     #[command(flatten)]
     pub stop: StopArgs,
+    /// Serve stop, status and exec requests on a Unix socket at PATH (mode 0600).
+    #[arg(long, env = "VLOER_CONTROL", help_heading = heading::CONTROL, value_name = "PATH", value_parser = parse_socket_path)]
+    pub control: Option<PathBuf>,
     #[command(flatten)]
     pub output: OutputArgs,
-
-    /// Serve stop, status and exec requests on a Unix socket at PATH (mode 0600).
-    #[arg(long, env = "VLOER_CONTROL", value_name = "PATH", value_parser = parse_socket_path)]
-    pub control: Option<PathBuf>,
 
     /// The command to run, and its arguments.
     #[arg(value_name = "COMMAND", trailing_var_arg = true, required = true, num_args = 1.., value_hint = clap::ValueHint::CommandWithArguments)]
@@ -102,24 +129,24 @@ pub struct RunArgs {
 pub struct SignalArgs {
     /// Start the child in a new session (setsid) instead of a new process group; the terminal is
     /// then not handed to it.
-    #[arg(long, env = "VLOER_SESSION", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    #[arg(help_heading = heading::RUNNING, long, env = "VLOER_SESSION", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub session: bool,
 
     /// Where received signals are forwarded.
-    #[arg(long, env = "VLOER_FORWARD_TO", value_enum, default_value_t = ForwardTo::Group, value_name = "WHO")]
+    #[arg(help_heading = heading::RUNNING, long, env = "VLOER_FORWARD_TO", value_enum, default_value_t = ForwardTo::Group, value_name = "WHO")]
     pub forward_to: ForwardTo,
 
     /// Forward TO instead of FROM, e.g. TERM:QUIT; TO = 0 drops FROM (repeatable, or
     /// comma-separated: TERM:QUIT,WINCH:0).
-    #[arg(long, env = "VLOER_REWRITE", value_name = "FROM:TO", value_parser = Rewrite::parse, value_delimiter = ',', action = clap::ArgAction::Append)]
+    #[arg(help_heading = heading::RUNNING, long, env = "VLOER_REWRITE", value_name = "FROM:TO", value_parser = Rewrite::parse, value_delimiter = ',', action = clap::ArgAction::Append)]
     pub rewrite: Vec<Rewrite>,
 
     /// Stop the run (reason parent_died) when vloer-run's parent process exits.
-    #[arg(long, env = "VLOER_PARENT_DEATH", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    #[arg(help_heading = heading::RUNNING, long, env = "VLOER_PARENT_DEATH", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub parent_death: bool,
 
     /// Signal the main child gets from the kernel if vloer-run itself dies (0: none).
-    #[arg(long, env = "VLOER_CHILD_PDEATHSIG", value_name = "SIG", default_value = "KILL", value_parser = SignalParser { allow_zero: true }, hide_possible_values = true)]
+    #[arg(help_heading = heading::RUNNING, long, env = "VLOER_CHILD_PDEATHSIG", value_name = "SIG", default_value = "KILL", value_parser = SignalParser { allow_zero: true }, hide_possible_values = true)]
     pub child_pdeathsig: Sig,
 }
 
@@ -127,50 +154,50 @@ pub struct SignalArgs {
 #[derive(Args, Debug)]
 pub struct StopArgs {
     /// What the child's exit does to the rest of the tree.
-    #[arg(long, env = "VLOER_WHEN_CHILD_EXITS", value_enum, default_value_t = WhenChildExits::Stop, value_name = "WHAT")]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_WHEN_CHILD_EXITS", value_enum, default_value_t = WhenChildExits::Stop, value_name = "WHAT")]
     pub when_child_exits: WhenChildExits,
 
     /// The signal a stop sends to every process in the scope (see --stop-order); SIGKILL follows
     /// after --grace.
-    #[arg(long, env = "VLOER_STOP_SIGNAL", value_name = "SIG", default_value = "TERM", value_parser = SignalParser { allow_zero: false }, hide_possible_values = true)]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_STOP_SIGNAL", value_name = "SIG", default_value = "TERM", value_parser = SignalParser { allow_zero: false }, hide_possible_values = true)]
     pub stop_signal: Sig,
 
     /// Who gets --stop-signal first: the child's group, then the rest once the child has exited
     /// (child), or the whole scope at once (all).
-    #[arg(long, env = "VLOER_STOP_ORDER", value_enum, default_value_t = StopOrder::Child, value_name = "ORDER")]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_STOP_ORDER", value_enum, default_value_t = StopOrder::Child, value_name = "ORDER")]
     pub stop_order: StopOrder,
 
     /// How long a stop waits after --stop-signal before SIGKILL; it moves on the moment the scope is
     /// empty. Keep it below docker stop's -t and terminationGracePeriodSeconds so the verdict is written.
-    #[arg(long, env = "VLOER_GRACE", value_name = "DURATION", default_value = "5s", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_GRACE", value_name = "DURATION", default_value = "5s", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
     pub grace: Duration,
 
     /// How long SIGKILL rounds (each after a fresh scan) go on before the stop gives up and reports
     /// the survivors ("stopped":false, exit 125).
-    #[arg(long, env = "VLOER_KILL_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_KILL_TIMEOUT", value_name = "DURATION", default_value = "2s", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
     pub kill_timeout: Duration,
 
     /// Signals that, received by vloer-run, start a stop after being forwarded (repeatable, or
     /// comma-separated; giving any replaces the default TERM). Other signals are only forwarded.
-    #[arg(long, env = "VLOER_STOP_ON", value_name = "SIG", default_value = "TERM", value_parser = SignalParser { allow_zero: false }, hide_possible_values = true, value_delimiter = ',', action = clap::ArgAction::Append)]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_STOP_ON", value_name = "SIG", default_value = "TERM", value_parser = SignalParser { allow_zero: false }, hide_possible_values = true, value_delimiter = ',', action = clap::ArgAction::Append)]
     pub stop_on: Vec<Sig>,
 
     /// Stop the run this long after the child started (0: never); exit 124.
-    #[arg(long, env = "VLOER_TIMEOUT", value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_TIMEOUT", value_name = "DURATION", value_parser = duration::parse, allow_hyphen_values = true, value_hint = clap::ValueHint::Other)]
     pub timeout: Option<Duration>,
 
     /// Which processes the stop covers and checks.
-    #[arg(long, env = "VLOER_SCOPE", value_enum, default_value_t = ScopeKind::Tree, value_name = "SCOPE")]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_SCOPE", value_enum, default_value_t = ScopeKind::Tree, value_name = "SCOPE")]
     pub scope: ScopeKind,
 
     /// Also stop every process that holds or names DIR (working directory, root, executable, open
     /// file, memory map, argument), inside the tree or not, and prove none is left (repeatable).
-    #[arg(long, env = "VLOER_SWEEP", value_name = "DIR", action = clap::ArgAction::Append, value_hint = clap::ValueHint::DirPath)]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_SWEEP", value_name = "DIR", action = clap::ArgAction::Append, value_hint = clap::ValueHint::DirPath)]
     pub sweep: Vec<PathBuf>,
 
     /// With --sweep: a process that could not be looked at fails the proof even when it started
     /// before the run.
-    #[arg(long, env = "VLOER_SWEEP_STRICT", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    #[arg(help_heading = heading::STOPPING, long, env = "VLOER_SWEEP_STRICT", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub sweep_strict: bool,
 }
 
@@ -180,24 +207,25 @@ pub struct OutputArgs {
     /// Where the verdict goes: a file path, - (stdout), stderr, or off. A regular file is replaced
     /// atomically (a symlink's target, never the link); a FIFO, a device such as
     /// /dev/termination-log, or a descriptor (/dev/fd/N, /dev/stdout) gets one write.
-    #[arg(long, env = "VLOER_VERDICT", value_name = "PATH", default_value = "stderr", value_parser = Sink::parse, value_hint = clap::ValueHint::FilePath)]
+    #[arg(help_heading = heading::VERDICT, long, env = "VLOER_VERDICT", value_name = "PATH", default_value = "stderr", value_parser = Sink::parse, value_hint = clap::ValueHint::FilePath)]
     pub verdict: Sink,
 
     /// After --timeout, exit with the child's status instead of 124.
-    #[arg(long, env = "VLOER_PRESERVE_STATUS", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    #[arg(help_heading = heading::VERDICT, long, env = "VLOER_PRESERVE_STATUS", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub preserve_status: bool,
 
     /// Map this exit code of the child to 0 (repeatable), e.g. 143 for a JVM.
-    #[arg(long, env = "VLOER_SUCCESS_EXIT", value_name = "CODE", value_delimiter = ',', action = clap::ArgAction::Append)]
+    #[arg(help_heading = heading::VERDICT, long, env = "VLOER_SUCCESS_EXIT", value_name = "CODE", value_delimiter = ',', action = clap::ArgAction::Append)]
     pub success_exit: Vec<u8>,
 
     /// Print each forwarded signal, reap and stop step on stderr. On a pipe or socket, lines its
     /// reader is too slow for are left out and counted, never waited for.
-    #[arg(short, long, env = "VLOER_VERBOSE", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue, conflicts_with = "quiet")]
+    #[arg(help_heading = heading::OUTPUT, short, long, env = "VLOER_VERBOSE", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue, conflicts_with = "quiet")]
     pub verbose: bool,
 
-    /// Print nothing but errors.
-    #[arg(short, long, env = "VLOER_QUIET", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
+    /// Print nothing but errors; the verdict is still written where --verdict says (it is the
+    /// run's output, not a message: --verdict off leaves it out).
+    #[arg(help_heading = heading::OUTPUT, short, long, env = "VLOER_QUIET", value_parser = BoolishValueParser::new(), action = clap::ArgAction::SetTrue)]
     pub quiet: bool,
 }
 
@@ -314,31 +342,6 @@ fn parse_socket_path(s: &str) -> Result<PathBuf, String> {
         ));
     }
     Ok(path)
-}
-
-/// Renders a clap error as one `vloer-run:` line (the contract wants one line and exit 125).
-pub fn one_line_error(err: &clap::Error) -> String {
-    use clap::error::ErrorKind;
-    let text = err.to_string();
-    let mut parts = Vec::new();
-    for line in text.lines() {
-        let line = line.trim();
-        if line.is_empty() {
-            if !parts.is_empty() {
-                break;
-            }
-            continue;
-        }
-        if line.starts_with("Usage:") || line.starts_with("For more information") {
-            break;
-        }
-        parts.push(line.strip_prefix("error: ").unwrap_or(line).to_string());
-    }
-    let mut msg = parts.join(" ");
-    if err.kind() == ErrorKind::MissingRequiredArgument && msg.contains("<COMMAND>") {
-        msg = "no COMMAND given; usage: vloer-run [OPTIONS] [--] COMMAND [ARG]...".into();
-    }
-    format!("{msg} (see vloer-run --help)")
 }
 
 #[cfg(test)]

@@ -48,6 +48,7 @@ pub fn parse(argv: &[OsString]) -> Option<Cli> {
     Some(Cli {
         client: None,
         run: defaults(command),
+        about: AboutArgs::default(),
     })
 }
 

@@ -4,6 +4,7 @@
 #![cfg_attr(not(test), no_main)]
 
 mod cli;
+mod cli_error;
 mod cli_plain;
 mod client;
 mod config;
@@ -66,7 +67,7 @@ fn vloer_main(args: Vec<std::ffi::OsString>) -> u8 {
             return 0;
         }
         Err(e) => {
-            msg::error(format_args!("{}", cli::one_line_error(&e)));
+            msg::error(format_args!("{}", cli_error::one_line(&e, &args)));
             return 125;
         }
     };

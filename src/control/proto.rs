@@ -10,7 +10,7 @@
 //!      while an exec runs, the client may send {"op":"cancel","signal":"SIGINT"} (the signal is
 //!      optional: sent to the exec's group first) or just close the connection.
 //! Any failure: {"error":"text","code":"bad_request|too_large|timeout|forbidden|unknown_op|
-//! stopping|stop_unconfirmed|spawn_failed"} and the connection is closed.
+//! stopping|stop_unconfirmed|spawn_failed|proc_unreadable"} and the connection is closed.
 
 use crate::signal::Sig;
 use serde::{Deserialize, Serialize};
@@ -150,9 +150,25 @@ pub enum ErrorCode {
     Stopping,
     StopUnconfirmed,
     SpawnFailed,
+    /// A status could not read /proc.
+    ProcUnreadable,
 }
 
 impl ErrorCode {
+    /// Every code, in the order the manual lists them.
+    #[cfg(test)]
+    pub const ALL: [ErrorCode; 9] = [
+        ErrorCode::BadRequest,
+        ErrorCode::TooLarge,
+        ErrorCode::Timeout,
+        ErrorCode::Forbidden,
+        ErrorCode::UnknownOp,
+        ErrorCode::Stopping,
+        ErrorCode::StopUnconfirmed,
+        ErrorCode::SpawnFailed,
+        ErrorCode::ProcUnreadable,
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ErrorCode::BadRequest => "bad_request",
@@ -163,6 +179,7 @@ impl ErrorCode {
             ErrorCode::Stopping => "stopping",
             ErrorCode::StopUnconfirmed => "stop_unconfirmed",
             ErrorCode::SpawnFailed => "spawn_failed",
+            ErrorCode::ProcUnreadable => "proc_unreadable",
         }
     }
 }

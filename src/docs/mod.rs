@@ -72,7 +72,10 @@ pub fn man_page() -> String {
         out += &usage(sub);
     }
     out += &section(|w| man.render_description_section(w), false);
-    out += &section(|w| man.render_options_section(w), false);
+    out += &headings_as(
+        &section(|w| man.render_options_section(w), false),
+        |title| format!(".SS \"{title}\"\n"),
+    );
     out += &commands_section(&cmd);
     out += &to_roff(RUNNING);
     out += &to_roff(STOP);
@@ -109,7 +112,34 @@ fn commands_section(cmd: &clap::Command) -> String {
             .unwrap_or_default();
         out += &escape_line(&about);
         let options = section(|w| man.render_options_section(w), false);
-        out += &options.replace(".SH OPTIONS\n", ".PP\nOptions:\n");
+        let options = options.replace(".SH OPTIONS\n", ".PP\nOptions:\n");
+        out += &headings_as(&options, |title| format!(".PP\n{title}:\n"));
+    }
+    out
+}
+
+/// The option groups of `--help` (cli::heading), which clap_mangen renders as sections of their
+/// own, rendered by `render` instead (given the title as --help spells it): they belong inside
+/// OPTIONS.
+fn headings_as(options: &str, render: impl Fn(&str) -> String) -> String {
+    let mut out = String::new();
+    for line in options.lines() {
+        match line.strip_prefix(".SH ") {
+            Some(title) if title != "OPTIONS" => {
+                let upper = title.trim_matches('"');
+                let cli_title = Cli::command()
+                    .get_arguments()
+                    .filter_map(|a| a.get_help_heading())
+                    .find(|h| h.to_uppercase() == upper)
+                    .unwrap_or(upper)
+                    .to_string();
+                out += &render(&cli_title);
+            }
+            _ => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
     }
     out
 }

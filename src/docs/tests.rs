@@ -261,3 +261,94 @@ fn roff_escaping() {
     let r = to_roff("# t\n.starts with a dot, it's `--x`\n```\n.x 'a' \\ -b\n\n```\n");
     assert_eq!(r, ".SH \"T\"\n\\&.starts with a dot, it\\(aqs \\fB\\-\\-x\\fR\n.PP\n.EX\n\\&.x \\(aqa\\(aq \\e \\-b\n\\&\n.EE\n");
 }
+
+/// The manual's error codes are exactly the server's, and no reply writes a code by hand (which
+/// is how `proc_unreadable` once went missing from the manual).
+#[test]
+fn the_manual_lists_every_control_error_code() {
+    use crate::control::proto::ErrorCode;
+    let sentence = CONTROL_PROTOCOL
+        .split("Codes:")
+        .nth(1)
+        .and_then(|rest| rest.lines().next())
+        .expect("the manual's control protocol lists its error codes after 'Codes:'");
+    let listed: Vec<&str> = sentence.split('`').skip(1).step_by(2).collect();
+    let sent: Vec<&str> = ErrorCode::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(listed, sent, "the manual's codes are not the server's");
+
+    let mut by_hand = Vec::new();
+    let mut folders = vec![root().join("src")];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.ends_with("src/docs") {
+                // The manual's own text shows the reply's shape.
+            } else if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs")
+                && !path.ends_with("control/proto.rs")
+            {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if text.contains("\"code\":") || text.contains("\"code\" :") {
+                    by_hand.push(path);
+                }
+            }
+        }
+    }
+    assert!(
+        by_hand.is_empty(),
+        "a reply's code written by hand, not as an ErrorCode: {by_hand:?}"
+    );
+}
+
+/// Where the word issue followed by a number (with a space, a dash or a hash between) occurs in
+/// `text`: a reader of this repository cannot look such an issue up, so the text names the
+/// behaviour instead.
+fn numbered_issues(text: &str) -> Vec<String> {
+    let lower = text.to_lowercase();
+    let mut found = Vec::new();
+    for (at, _) in lower.match_indices("issue") {
+        let rest = lower[at + "issue".len()..].trim_start_matches('s');
+        let rest = rest.strip_prefix([' ', '-']).unwrap_or(rest);
+        let rest = rest.strip_prefix('#').unwrap_or(rest);
+        if rest.starts_with(|c: char| c.is_ascii_digit()) {
+            let line = lower[..at].matches('\n').count() + 1;
+            found.push(format!(
+                "line {line}: {}",
+                &text[at..(at + 12).min(text.len())]
+            ));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_text_refers_to_a_numbered_issue() {
+    let word = "issue";
+    let three = format!("see {word} 14, {}s #2 and {word}-7", "Issue");
+    assert_eq!(numbered_issues(&three).len(), 3);
+    assert!(numbered_issues("an issue, 14 of them; issues remain").is_empty());
+    let mut hits = Vec::new();
+    let mut folders = vec![root()];
+    while let Some(dir) = folders.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" || name == ".ci" {
+                    folders.push(path);
+                }
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            hits.extend(
+                numbered_issues(&text)
+                    .into_iter()
+                    .map(|hit| format!("{}: {hit}", path.display())),
+            );
+        }
+    }
+    assert!(hits.is_empty(), "numbered issues:\n{}", hits.join("\n"));
+}

@@ -149,7 +149,9 @@ impl Supervisor {
                 .filter(crate::proctable::Proc::is_live)
                 .collect(),
             Err(e) => {
-                return serde_json::json!({ "error": e.0, "code": "proc_unreadable" }).to_string()
+                return proto::error_line(ErrorCode::ProcUnreadable, &e.0)
+                    .trim_end()
+                    .to_string()
             }
         };
         let pids: Vec<Pid> = live.iter().map(|p| p.pid).collect();
@@ -217,19 +219,20 @@ impl Supervisor {
     }
 }
 
-/// A `status` reply. Fields in alphabetical order, the order the reply has always had.
+/// A `status` reply. Its keys come out in the order of the fields, the order the manual
+/// documents: who (pid), the child, every live process, the execs, then the run's state.
 #[derive(serde::Serialize)]
 struct Status {
-    child: StatusChild,
-    execs: Vec<StatusExec>,
     pid: i32,
+    child: StatusChild,
     processes: Vec<StatusProcess>,
-    schema: u32,
+    execs: Vec<StatusExec>,
     scope: &'static str,
     state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     sweep: Option<StatusSweep>,
     uptime_ms: u64,
+    schema: u32,
 }
 
 /// With `--sweep`: who holds or names a swept folder now, inside the tree or not.
@@ -243,26 +246,26 @@ struct StatusSweep {
 
 #[derive(serde::Serialize)]
 struct StatusChild {
+    pid: Option<i32>,
     alive: bool,
     exit_code: Option<i32>,
-    pid: Option<i32>,
     signal: Option<String>,
 }
 
 #[derive(serde::Serialize)]
 struct StatusExec {
-    argv: Vec<String>,
-    elapsed_ms: u64,
     pid: i32,
+    argv: Vec<String>,
     state: &'static str,
+    elapsed_ms: u64,
 }
 
 #[derive(serde::Serialize)]
 struct StatusProcess {
-    cmdline: String,
-    comm: String,
-    pgid: i32,
     pid: i32,
     ppid: i32,
+    pgid: i32,
     state: String,
+    comm: String,
+    cmdline: String,
 }

@@ -142,16 +142,161 @@ fn bad_input_gets_one_line_and_125() {
     refused(&["--success-exit", "300"], &[], &["--success-exit"]);
 }
 
+/// Like `refused`, and the line must not mention any of `absent`.
+fn refused_without(args: &[&str], env: &[(&str, &str)], names: &[&str], absent: &[&str]) {
+    refused(args, env, names);
+    let mut run = Run::new(args.iter().chain(&["--", "true"]));
+    for (k, v) in env {
+        run = run.env(k, v);
+    }
+    let f = run.finish();
+    for word in absent {
+        assert!(!f.stderr.contains(word), "the line names {word:?}: {f}");
+    }
+}
+
+#[test]
+fn a_bad_variable_is_named_with_what_it_accepts_never_as_a_flag() {
+    // Every variable, with a bad value and a word of what it accepts.
+    let table: &[(&str, &str, &str, &str)] = &[
+        (
+            "VLOER_CONTROL",
+            "/nonexistent-dir/s",
+            "--control",
+            "existing folder",
+        ),
+        ("VLOER_SESSION", "maybe", "--session", "true or false"),
+        ("VLOER_FORWARD_TO", "grp", "--forward-to", "group or child"),
+        ("VLOER_REWRITE", "TERM", "--rewrite", "FROM:TO"),
+        ("VLOER_PARENT_DEATH", "2", "--parent-death", "true or false"),
+        (
+            "VLOER_CHILD_PDEATHSIG",
+            "x",
+            "--child-pdeathsig",
+            "signal name",
+        ),
+        (
+            "VLOER_WHEN_CHILD_EXITS",
+            "never",
+            "--when-child-exits",
+            "stop or wait",
+        ),
+        (
+            "VLOER_STOP_SIGNAL",
+            "NOSUCHSIG",
+            "--stop-signal",
+            "signal name",
+        ),
+        ("VLOER_STOP_ORDER", "first", "--stop-order", "child or all"),
+        ("VLOER_GRACE", "abc", "--grace", "500ms"),
+        ("VLOER_KILL_TIMEOUT", "soon", "--kill-timeout", "500ms"),
+        ("VLOER_STOP_ON", "0", "--stop-on", "1..=64"),
+        ("VLOER_TIMEOUT", "-1", "--timeout", "500ms"),
+        ("VLOER_SCOPE", "everything", "--scope", "tree or group"),
+        (
+            "VLOER_VERDICT",
+            "/nonexistent-dir/v",
+            "--verdict",
+            "existing folder",
+        ),
+        (
+            "VLOER_PRESERVE_STATUS",
+            "perhaps",
+            "--preserve-status",
+            "true or false",
+        ),
+        ("VLOER_SUCCESS_EXIT", "300", "--success-exit", "0..=255"),
+        ("VLOER_VERBOSE", "loud", "--verbose", "true or false"),
+        ("VLOER_QUIET", "hush", "--quiet", "true or false"),
+    ];
+    for (var, value, flag, accepted) in table {
+        refused_without(&[], &[(var, value)], &[var, value, accepted], &[flag]);
+    }
+    let mut covered: Vec<&str> = table.iter().map(|row| row.0).collect();
+    covered.sort();
+    let help = Run::new(["--help"]).finish();
+    let mut listed: Vec<&str> = help
+        .stdout
+        .split(|c: char| !(c.is_ascii_uppercase() || c == '_'))
+        .filter(|w| w.starts_with("VLOER_"))
+        .collect();
+    listed.sort();
+    listed.dedup();
+    assert_eq!(covered, listed, "a variable of --help is not checked here");
+}
+
+#[test]
+fn a_variable_and_a_flag_in_conflict_are_each_named_as_given() {
+    refused_without(
+        &["-v"],
+        &[("VLOER_QUIET", "1")],
+        &["'--verbose'", "VLOER_QUIET"],
+        &["--quiet"],
+    );
+    refused_without(
+        &[],
+        &[("VLOER_QUIET", "1"), ("VLOER_VERBOSE", "1")],
+        &["VLOER_VERBOSE", "VLOER_QUIET"],
+        &["--quiet", "--verbose"],
+    );
+}
+
+#[test]
+fn a_typo_gets_the_similar_name() {
+    refused(
+        &["--gracee", "5s"],
+        &[],
+        &["'--gracee'", "a similar argument exists: '--grace'"],
+    );
+    refused(
+        &["--scope", "tre"],
+        &[],
+        &["'--scope", "a similar value exists: 'tree'"],
+    );
+    refused_without(
+        &[],
+        &[("VLOER_SCOPE", "tre")],
+        &["VLOER_SCOPE", "a similar value exists: 'tree'"],
+        &["--scope"],
+    );
+}
+
+#[test]
+fn exec_without_a_command_shows_the_usage_of_exec() {
+    let dir = harness::tempdir();
+    let socket = harness::path_str(&harness::tmp_path(&dir, "control"));
+    refused_as(
+        &["exec", "--control", &socket],
+        false,
+        &[],
+        &[
+            "no COMMAND given",
+            "usage: vloer-run exec --control PATH",
+            "vloer-run exec --help",
+        ],
+    );
+}
+
+#[test]
+fn a_flag_with_a_bad_value_is_named_as_the_flag_even_with_its_variable_set() {
+    refused_without(
+        &["--grace", "5x"],
+        &[("VLOER_GRACE", "5x")],
+        &["'--grace <DURATION>'", "5x"],
+        &["VLOER_GRACE"],
+    );
+}
+
 #[test]
 fn bad_variables_are_refused_the_same_way() {
     refused(
         &["--verdict", "stderr"],
         &[("VLOER_GRACE", "5x")],
-        &["--grace", "5x"],
+        &["VLOER_GRACE", "5x"],
     );
     refused(
         &["--verdict", "stderr"],
         &[("VLOER_STOP_SIGNAL", "NOSUCHSIG")],
-        &["--stop-signal"],
+        &["VLOER_STOP_SIGNAL"],
     );
 }

@@ -1,4 +1,4 @@
-//! Issue 15, in a container runtime: as PID 1, vloer-run waits for the clients it answered to
+//! In a container runtime: as PID 1, vloer-run waits for the clients it answered to
 //! close before it exits, so that the kernel's SIGKILL of everything left in the namespace does
 //! not hit a preStop hook still reading its reply.
 

@@ -337,6 +337,33 @@ fn a_run_that_answered_a_status_still_ends_by_its_child_s_signal() {
 }
 
 #[test]
+fn status_keys_come_in_the_documented_order() {
+    let inst = Instance::start(&[]);
+    let dir = harness::tempdir();
+    let (exec, _) = inst.exec_sleeper(&dir.path().join("ready"));
+    let out = inst.client(&["status"]);
+    let line = out.stdout.trim();
+    // The manual's order: pid, child, processes, execs; and each part's own keys likewise.
+    let keys = [
+        r#"{"pid":"#,
+        r#","child":{"pid":"#,
+        r#","processes":[{"pid":"#,
+        r#","execs":[{"pid":"#,
+        r#","scope":"#,
+    ];
+    let at: Vec<Option<usize>> = keys.iter().map(|k| line.find(k)).collect();
+    assert_eq!(at[0], Some(0), "{out}");
+    assert!(
+        at.windows(2)
+            .all(|w| matches!(w, [Some(a), Some(b)] if a < b)),
+        "the keys are not in the order {keys:?}: {out}"
+    );
+    let (_, run) = inst.stop();
+    drop(exec.finish());
+    assert_eq!(run.verdict()["stopped"], true, "{run}");
+}
+
+#[test]
 fn status_lists_the_child_and_running_execs() {
     let inst = Instance::start(&[]);
     let dir = harness::tempdir();

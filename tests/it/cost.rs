@@ -1,4 +1,4 @@
-//! What a stop costs vloer-run itself (issue 14): a process that has already exited is not read
+//! What a stop costs vloer-run itself: a process that has already exited is not read
 //! from /proc, nor is a large group while it dies of the stop signal. A dying tree of thousands
 //! is mostly zombies by the time a scan meets it, and each read both costs the scan and leaves
 //! the kernel /proc entries to tear down when it is reaped.

@@ -1,4 +1,4 @@
-//! Faults and hostile conditions (issue 7): vloer-run's own output failing, recycled pids, fork
+//! Faults and hostile conditions: vloer-run's own output failing, recycled pids, fork
 //! storms, stopped, traced and TERM-blocking descendants, long runs, repeated stop signals, and
 //! SIGKILL to vloer-run itself. Every case is reproduced for real; huge inputs and the control
 //! socket under fuzzing are in huge.rs.
@@ -508,7 +508,13 @@ fn fork_storm_converges_or_is_reported_truthfully_in_time() {
     "#;
     let out = in_pid_namespace(
         script,
-        &[&d, harness::bin(), harness::helper(), &uid, LIMIT],
+        &[
+            &d,
+            harness::bin(),
+            harness::helper_for_others(),
+            &uid,
+            LIMIT,
+        ],
     )
     .finish();
     let ctx = format!(

@@ -81,6 +81,53 @@ pub fn helper() -> &'static str {
     })
 }
 
+/// The binary under test, copied where any user can run it: for the tests that run it as
+/// another uid (see `reachable`).
+pub fn bin_for_others() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| reachable(bin(), "vloer-run"))
+}
+
+/// The helper program, copied where any user can run it (see `reachable`).
+pub fn helper_for_others() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| reachable(helper(), "vloer-test-child"))
+}
+
+/// `program` copied into a folder every user can enter, named after this test process. The clone,
+/// and so `target/`, may sit under a folder only its owner can enter (root's home, any
+/// `mktemp -d`), where another uid cannot run what it holds. The folder is in /tmp, not in
+/// TMPDIR, which may be private too; folders of test processes that are gone are removed here,
+/// since a test process has no end of its own to clean up at.
+fn reachable(program: &str, name: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    const PREFIX: &str = "vloer-run-tests.";
+    let dir = Path::new("/tmp").join(format!("{PREFIX}{}", std::process::id()));
+    if let Ok(entries) = std::fs::read_dir("/tmp") {
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let Some(pid) = file.to_str().and_then(|f| f.strip_prefix(PREFIX)) else {
+                continue;
+            };
+            if pid.parse::<u32>().is_ok() && !Path::new("/proc").join(pid).exists() {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("creating {}: {e}", dir.display()));
+    let open = std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(&dir, open.clone()).expect("chmod 755 the copies' folder");
+    let copy = dir.join(name);
+    // Copied to a new name and renamed: a copy over a file that a parallel test runs fails with
+    // ETXTBSY, and a half-written copy must never be run.
+    let partial = dir.join(format!("{name}.partial"));
+    std::fs::copy(program, &partial)
+        .unwrap_or_else(|e| panic!("copying {program} to {}: {e}", partial.display()));
+    std::fs::set_permissions(&partial, open).expect("chmod 755 the copy");
+    std::fs::rename(&partial, &copy).expect("renaming the copy into place");
+    copy.to_str().expect("a UTF-8 /tmp path").to_string()
+}
+
 /// A generous bound for anything a test waits on; these machines are noisy.
 pub const LIMIT: Duration = Duration::from_secs(60);
 
@@ -504,7 +551,18 @@ impl Run {
             return Run::new(args);
         };
         let mut cmd = Command::new(program);
-        cmd.args(rest).arg(bin()).args(args);
+        if *program != "setpriv" {
+            cmd.args(rest).arg(bin()).args(args);
+            return Run::of(cmd);
+        }
+        // Another uid may reach neither the binary where it was built nor the test's own working
+        // folder (which an exec, say, would start in): both are in the clone.
+        let vloer_run = bin_for_others();
+        let reachable_folder = Path::new(vloer_run).parent().expect("the copies' folder");
+        cmd.args(rest)
+            .arg(vloer_run)
+            .args(args)
+            .current_dir(reachable_folder);
         Run::of(cmd)
     }
 

@@ -1,4 +1,4 @@
-//! Huge and hostile inputs (issue 7): an argv near ARG_MAX, 10,000 environment variables, a
+//! Huge and hostile inputs: an argv near ARG_MAX, 10,000 environment variables, a
 //! COMMAND path with spaces and bytes that are not UTF-8, and a control socket under a
 //! fuzzer-style barrage that must never stop serving.
 

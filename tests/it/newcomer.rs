@@ -1,4 +1,4 @@
-//! Issue 15, a newcomer's first hour: `-v` speaks in words, and the release tarball runs as PID 1
+//! A newcomer's first hour: `-v` speaks in words, and the release tarball runs as PID 1
 //! in an otherwise empty root.
 
 use crate::harness::{self, Run};

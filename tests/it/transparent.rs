@@ -1,4 +1,4 @@
-//! Issue 12, transparent to its caller: the child gets the first word in a stop, vloer-run ends
+//! Transparent to its caller: the child gets the first word in a stop, vloer-run ends
 //! by the child's signal, Ctrl-C ends loops around it, and an exec from a terminal gets one.
 
 use crate::harness::{self, recorded, Run};

@@ -1,4 +1,4 @@
-//! No lie, no silence, no hang (issue 11): each way the verdict could say true while the run
+//! No lie, no silence, no hang: each way the verdict could say true while the run
 //! lives, vloer-run could end with no verdict, or never end, reproduced for real.
 
 use crate::harness::{self, recorded, Adopted, Run, AS_NOBODY};
@@ -95,7 +95,12 @@ fn hidden_descendant(flags: &[&str], error: &str) {
     let ready = dir.path().join("ready");
     let script = r#"mount -t proc -o hidepid=invisible proc /proc || exit 99
         exec "$@""#;
-    let mut args = [AS_NOBODY.to_vec(), vec![harness::bin()], flags.to_vec()].concat();
+    let mut args = [
+        AS_NOBODY.to_vec(),
+        vec![harness::bin_for_others()],
+        flags.to_vec(),
+    ]
+    .concat();
     let copy_s = harness::path_str(&copy);
     let ready_s = harness::path_str(&ready);
     args.extend([
@@ -418,7 +423,7 @@ fn a_non_root_run_writes_its_verdict_into_a_file_in_a_folder_it_cannot_write() {
     let log_s = harness::path_str(&log);
     let f = Run::via(
         &AS_NOBODY,
-        [harness::bin(), "--verdict", &log_s, "--", "true"],
+        [harness::bin_for_others(), "--verdict", &log_s, "--", "true"],
     )
     .finish();
     assert_eq!(f.code(), Some(0), "{f}");
@@ -504,11 +509,11 @@ fn an_exec_process_whose_environment_cannot_be_read_is_never_proven_gone() {
     let (run, _) = Run::via(
         &AS_NOBODY,
         [
-            harness::bin(),
+            harness::bin_for_others(),
             "--control",
             &sock,
             "--",
-            harness::helper(),
+            harness::helper_for_others(),
             "sleep",
             &harness::path_str(&main_ready),
         ],
@@ -517,12 +522,12 @@ fn an_exec_process_whose_environment_cannot_be_read_is_never_proven_gone() {
     let client = Run::via(
         &AS_NOBODY,
         [
-            harness::bin(),
+            harness::bin_for_others(),
             "exec",
             "--control",
             &sock,
             "--",
-            harness::helper(),
+            harness::helper_for_others(),
             "daemon",
             &harness::path_str(&daemon),
             "--undumpable",
@@ -636,7 +641,7 @@ fn the_whole_zoo_at_once_never_gets_a_true_verdict_while_anything_lives() {
         $S --root ignore-term "$D/setuid" &
         while [ ! -e "$D/go" ]; do sleep 0.02; done; exit 0"#;
     let args: Vec<String> = [
-        harness::bin(),
+        harness::bin_for_others(),
         "--grace",
         "500ms",
         "--kill-timeout",
@@ -651,7 +656,7 @@ fn the_whole_zoo_at_once_never_gets_a_true_verdict_while_anything_lives() {
     .collect();
     let run = Run::via(&AS_NOBODY, &args)
         .current_dir(dir.path())
-        .env("H", harness::helper())
+        .env("H", harness::helper_for_others())
         .env("S", &harness::path_str(&copy))
         .env("D", &harness::path_str(dir.path()))
         .env("VLOER_ZOO", &std::process::id().to_string())

@@ -1,4 +1,4 @@
-//! Interactive use through a real pseudo-terminal (issue 4, SPEC "Running a command" 1 and 3):
+//! Interactive use through a real pseudo-terminal (SPEC "Running a command" 1 and 3):
 //! the terminal goes to the child's group and comes back, Ctrl-C, Ctrl-Z, `fg`, `bg` and window
 //! size changes behave as if vloer-run were not there, `--session` leaves the terminal alone, and
 //! without a terminal none of it is tried.

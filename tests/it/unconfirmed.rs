@@ -36,7 +36,7 @@ pub(crate) fn setuid_helper() -> Option<(tempfile::TempDir, PathBuf)> {
     };
     for args in [
         vec![harness::path_str(&copy), "--root".into(), "check".into()],
-        vec![harness::bin().into(), "--version".into()],
+        vec![harness::bin_for_others().into(), "--version".into()],
     ] {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         match probe(&args) {
