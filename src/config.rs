@@ -25,7 +25,18 @@ impl RunConfig {
     pub fn new(args: RunArgs) -> anyhow::Result<RunConfig> {
         let sweep = match args.stop.sweep.is_empty() {
             true => None,
-            false => Some(Sweep::resolve(&args.stop.sweep, args.stop.sweep_strict)?),
+            false => Some(
+                Sweep::resolve(&args.stop.sweep, args.stop.sweep_strict).map_err(|e| {
+                    // Named as the user gave it: a Dockerfile author has no --sweep anywhere.
+                    match sweep_from_environment() {
+                        true => anyhow::anyhow!(
+                            "{}",
+                            format!("{e:#}").replacen("--sweep", "VLOER_SWEEP", 1)
+                        ),
+                        false => e,
+                    }
+                })?,
+            ),
         };
         Ok(RunConfig {
             command: args.command,
@@ -38,4 +49,12 @@ impl RunConfig {
             sweep,
         })
     }
+}
+
+/// Whether the swept folders came from `VLOER_SWEEP`: no `--sweep` before the command.
+fn sweep_from_environment() -> bool {
+    !std::env::args_os()
+        .skip(1)
+        .take_while(|a| a != "--")
+        .any(|a| a == "--sweep" || a.as_encoded_bytes().starts_with(b"--sweep="))
 }

@@ -208,6 +208,18 @@ fn a_bad_variable_is_named_with_what_it_accepts_never_as_a_flag() {
         ("VLOER_SUCCESS_EXIT", "300", "--success-exit", "0..=255"),
         ("VLOER_VERBOSE", "loud", "--verbose", "true or false"),
         ("VLOER_QUIET", "hush", "--quiet", "true or false"),
+        (
+            "VLOER_SWEEP",
+            "/nonexistent-dir",
+            "--sweep",
+            "No such file or directory",
+        ),
+        (
+            "VLOER_SWEEP_STRICT",
+            "always",
+            "--sweep-strict",
+            "true or false",
+        ),
     ];
     for (var, value, flag, accepted) in table {
         refused_without(&[], &[(var, value)], &[var, value, accepted], &[flag]);
