@@ -300,3 +300,135 @@ fn every_way_the_run_ends_sweeps() {
         assert!(started.elapsed() < harness::LIMIT, "{way}");
     }
 }
+
+/// Runs `script` (sh, with DIR and the binary as $1 and $2) as pid 1 of a new pid namespace with
+/// its own /proc: only the test's own processes are there to be swept. None where it cannot.
+fn in_own_pid_namespace(script: &str, dir: &Path) -> Option<harness::Finished> {
+    if !harness::is_root() {
+        harness::skip("a pid namespace and another uid need root");
+        return None;
+    }
+    let ns = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"];
+    if !harness::works_here(&ns, "unshare --pid")
+        || !harness::works_here(&harness::AS_NOBODY, "setpriv")
+    {
+        return None;
+    }
+    let mut cmd = Command::new(ns[0]);
+    cmd.args(&ns[1..])
+        .args(["sh", "-c", script, "sh"])
+        .arg(dir)
+        .arg(harness::bin_for_others());
+    Some(Run::of(cmd).finish())
+}
+
+fn verdict_at(path: &Path, f: &harness::Finished) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    harness::parse_verdict(&text).unwrap_or_else(|| panic!("no verdict in {}: {f}", path.display()))
+}
+
+#[test]
+fn a_non_root_run_cannot_look_at_roots_processes_and_says_so() {
+    // As uid 65534, root's processes cannot be looked at. One from before the run is listed as
+    // unverified without failing the proof (unless --sweep-strict); one that started during the
+    // run might be writing in the folder: the verdict is false.
+    let dir = harness::tempdir();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let script = r#"
+        D=$1 VR=$2
+        mkdir -m 777 "$D/w"
+        (cd "$D/w" && exec sleep 100) &
+        OLD=$!
+        sleep 0.05
+        AS="setpriv --reuid 65534 --regid 65534 --clear-groups"
+        cd /
+        $AS "$VR" --sweep "$D/w" --verdict "$D/v1" -- true; echo $? > "$D/s1"
+        $AS "$VR" --sweep "$D/w" --sweep-strict --verdict "$D/v2" -- true; echo $? > "$D/s2"
+        $AS "$VR" --sweep "$D/w" --verdict "$D/v3" -- sleep 0.5 &
+        VR3=$!
+        sleep 0.2
+        (cd "$D/w" && exec sleep 101) &
+        NEW=$!
+        wait $VR3; echo $? > "$D/s3"
+        echo "$OLD $NEW" > "$D/pids"
+        kill $OLD $NEW
+    "#;
+    let Some(f) = in_own_pid_namespace(script, dir.path()) else {
+        return;
+    };
+    let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap_or_default();
+    let pids: Vec<String> = read("pids").split_whitespace().map(String::from).collect();
+    assert_eq!(pids.len(), 2, "{f}");
+    let (old, new) = (
+        pids[0].parse::<i64>().unwrap(),
+        pids[1].parse::<i64>().unwrap(),
+    );
+    let unverified = |v: &serde_json::Value, pid: i64| {
+        v["sweep"]["unverified"]
+            .as_array()
+            .and_then(|a| a.iter().find(|u| u["pid"] == pid).cloned())
+    };
+
+    let v1 = verdict_at(&dir.path().join("v1"), &f);
+    assert_eq!(v1["stopped"], true, "{f}\n{v1}");
+    assert_eq!(read("s1").trim(), "0", "{v1}");
+    let u = unverified(&v1, old).unwrap_or_else(|| panic!("root's old sleep is not listed: {v1}"));
+    assert_eq!(u["started"], "before", "{v1}");
+
+    let v2 = verdict_at(&dir.path().join("v2"), &f);
+    assert_eq!(v2["stopped"], false, "--sweep-strict: {v2}");
+    assert_eq!(read("s2").trim(), "125", "{v2}");
+
+    let v3 = verdict_at(&dir.path().join("v3"), &f);
+    assert_eq!(
+        v3["stopped"], false,
+        "a root process started during the run: {v3}"
+    );
+    assert_eq!(read("s3").trim(), "125", "{v3}");
+    let u =
+        unverified(&v3, new).unwrap_or_else(|| panic!("the new root sleep is not listed: {v3}"));
+    assert_eq!(u["started"], "during", "{v3}");
+}
+
+#[test]
+fn a_proc_that_hides_processes_proves_nothing() {
+    let dir = harness::tempdir();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let folder = dir.path().join("w");
+    std::fs::create_dir(&folder).unwrap();
+    let verdict = dir.path().join("v");
+    let script = r#"mount -t proc -o hidepid=2 proc /proc || exit 99
+        exec "$@""#;
+    let mut args: Vec<&str> = harness::AS_NOBODY.to_vec();
+    let (folder_s, verdict_s) = (harness::path_str(&folder), harness::path_str(&verdict));
+    args.extend([
+        harness::bin_for_others(),
+        "--sweep",
+        &folder_s,
+        "--verdict",
+        &verdict_s,
+        "--",
+        "true",
+    ]);
+    if !harness::is_root() {
+        harness::skip("mounting /proc with hidepid needs root");
+        return;
+    }
+    let Some(cmd) = harness::in_mount_ns(script, &args) else {
+        return;
+    };
+    let f = Run::of(cmd).finish();
+    if f.code() == Some(99) {
+        harness::skip("cannot mount /proc with hidepid here");
+        return;
+    }
+    let v = verdict_at(&verdict, &f);
+    assert_eq!(v["stopped"], false, "{f}\n{v}");
+    assert_eq!(f.code(), Some(125), "{f}");
+    assert!(
+        v["error"].as_str().unwrap_or_default().contains("hidepid"),
+        "{v}"
+    );
+}
