@@ -32,7 +32,7 @@ pub struct Proc {
     /// Why it cannot be told whether this process belongs to the scope (an orphan an exec may
     /// have left): it is neither signalled nor proven gone.
     #[serde(skip)]
-    pub doubt: Option<String>,
+    pub origin_unknown: Option<String>,
 }
 
 fn ser_pid<S: serde::Serializer>(p: &Pid, s: S) -> Result<S::Ok, S::Error> {
@@ -94,7 +94,7 @@ fn parse_stat(bytes: &[u8]) -> Option<Proc> {
         comm,
         starttime,
         threads,
-        doubt: None,
+        origin_unknown: None,
     })
 }
 
@@ -171,7 +171,7 @@ mod stat_tests {
             comm: stat.comm,
             starttime: stat.starttime,
             threads: stat.num_threads,
-            doubt: None,
+            origin_unknown: None,
         }
     }
 

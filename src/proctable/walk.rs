@@ -9,7 +9,7 @@ use std::os::fd::AsFd;
 /// of a short run is on its critical path): the proof of /proc, our own children list, the main
 /// child's files (`child`, our unreaped child), and the hash keys the scans' sets ask
 /// getrandom(2) for.
-pub fn warm_up(child: Pid) {
+pub fn prepare_scans(child: Pid) {
     // Only through a proper /proc: in a container the child itself may mount it later, and the
     // proof then waits for the first scan.
     if files::root().is_ok() {

@@ -88,7 +88,7 @@ impl ExecScope {
     }
 
     /// The exec's members within `tree` (every descendant of vloer-run), zombies included, and
-    /// the processes whose origin cannot be told, each with its `doubt`.
+    /// the processes whose origin cannot be told, each with why (`origin_unknown`).
     pub(super) fn members(&self, mut tree: Vec<Proc>, known: &Known) -> Vec<Proc> {
         let me = sys::own_pid();
         let group = self.group_is_ours();
@@ -106,7 +106,7 @@ impl ExecScope {
         // exec is not its; a later one is the exec's when its environment carries the exec's
         // marker, another exec's when it carries that one's, and otherwise undecided: a process
         // can drop its environment, so a missing marker proves nothing.
-        let mut doubtful = HashSet::new();
+        let mut undecided = HashSet::new();
         let mut adopted = HashSet::new();
         for p in tree.iter_mut().filter(|p| {
             p.ppid == me
@@ -121,25 +121,25 @@ impl ExecScope {
                 }
                 Origin::Another => {}
                 Origin::Unknown(why) => {
-                    // Gone by now: no doubt.
+                    // Gone by now: nothing left to tell.
                     if proctable::read(p.pid)
                         .ok()
                         .flatten()
                         .is_some_and(|q| q.is_live() && q.starttime == p.starttime)
                     {
-                        p.doubt = Some(format!(
+                        p.origin_unknown = Some(format!(
                             "cannot tell whether pid {} ({}) belongs to this exec: {why}",
                             p.pid, p.comm
                         ));
-                        doubtful.insert(p.pid);
+                        undecided.insert(p.pid);
                     }
                 }
             }
         }
         inside.extend(adopted);
         proctable::close_over_children(&tree, &mut inside);
-        // A doubtful process is reported, not walked: its children are as doubtful.
-        inside.extend(doubtful);
+        // A undecided process is reported, not walked: its children are as undecided.
+        inside.extend(undecided);
         tree.retain(|p| inside.contains(&p.pid));
         tree
     }
@@ -213,7 +213,7 @@ mod tests {
         ];
         let members = scope.members(tree, &Known::new());
         assert_eq!(pids(&members), [NOBODY + 1, NOBODY + 2]);
-        assert!(members.iter().all(|p| p.doubt.is_none()));
+        assert!(members.iter().all(|p| p.origin_unknown.is_none()));
     }
 
     #[test]

@@ -317,10 +317,10 @@ impl Stop {
                 left_waiting = true;
                 continue;
             }
-            if let Some(doubt) = &p.doubt {
+            if let Some(why) = &p.origin_unknown {
                 // Cannot tell: not signalled (it may not be ours), and never proven gone.
-                if !self.errors.contains(doubt) {
-                    self.errors.push(doubt.clone());
+                if !self.errors.contains(why) {
+                    self.errors.push(why.clone());
                 }
                 continue;
             }

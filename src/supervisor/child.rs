@@ -100,7 +100,7 @@ impl Supervisor {
                     pid,
                     pidfd: sys::pidfd_open(pid).ok(),
                 };
-                crate::proctable::warm_up(pid);
+                crate::proctable::prepare_scans(pid);
                 if self.terminal.give_at_start {
                     // Both sides call tcsetpgrp so neither order of scheduling leaves a gap.
                     let _ = sys::tcsetpgrp(0, pid);

@@ -183,7 +183,7 @@ mod tests {
                         comm: "a \"weird\"\u{1}name".into(),
                         starttime: 0,
                         threads: 1,
-                        doubt: None,
+                        origin_unknown: None,
                     })
                     .collect(),
                 survivors_omitted: 0,
@@ -268,7 +268,7 @@ mod tests {
                     comm,
                     starttime: 0,
                     threads: 1,
-                    doubt: None,
+                    origin_unknown: None,
                 })
         }
 
