@@ -68,7 +68,8 @@ pub fn hides_processes() -> Option<String> {
                 .find_map(|o| o.strip_prefix("hidepid="))
                 .filter(|v| !matches!(*v, "0" | "off"));
             (hidepid.is_some() && !nix::unistd::geteuid().is_root()).then(|| {
-                "/proc is mounted with hidepid, so it hides other users' processes from                  vloer-run (not root), and no listing can prove them gone"
+                "/proc is mounted with hidepid, so it hides other users' processes from \
+                 vloer-run (not root), and no listing can prove them gone"
                     .to_string()
             })
         })

@@ -55,7 +55,6 @@ fn marker_prefix() -> String {
 /// What a process's environment says of the exec it came from.
 enum Origin {
     This,
-    Another,
     Unknown(String),
 }
 
@@ -104,8 +103,8 @@ impl ExecScope {
         proctable::close_over_children(&tree, &mut inside);
         // Lineage is lost when an orphan is reparented to vloer-run. One that started before the
         // exec is not its; a later one is the exec's when its environment carries the exec's
-        // marker, another exec's when it carries that one's, and otherwise undecided: a process
-        // can drop its environment, so a missing marker proves nothing.
+        // marker, and otherwise undecided: a process can drop or change its environment, so a
+        // missing or another marker proves nothing.
         let mut undecided = HashSet::new();
         let mut adopted = HashSet::new();
         for p in tree.iter_mut().filter(|p| {
@@ -119,7 +118,6 @@ impl ExecScope {
                 Origin::This => {
                     adopted.insert(p.pid);
                 }
-                Origin::Another => {}
                 Origin::Unknown(why) => {
                     // Gone by now: nothing left to tell.
                     if proctable::read(p.pid)
@@ -150,23 +148,16 @@ impl ExecScope {
             Err(e) => return Origin::Unknown(e),
         };
         let this = marker(self.id);
-        let prefix = marker_prefix();
-        let mut other = false;
-        for entry in env.split(|b| *b == 0) {
-            if entry == this.as_bytes() {
-                return Origin::This;
-            }
-            other |= entry.starts_with(prefix.as_bytes());
+        if env.split(|b| *b == 0).any(|entry| entry == this.as_bytes()) {
+            return Origin::This;
         }
-        if other {
-            Origin::Another
-        } else {
-            Origin::Unknown(
-                "vloer-run adopted it after its parent exited, and nothing it cannot shed tells \
-                 where it came from"
-                    .into(),
-            )
-        }
+        // Another exec's marker proves no more than none: a process can set it as easily as
+        // drop it.
+        Origin::Unknown(
+            "vloer-run adopted it after its parent exited, and nothing it cannot shed tells where \
+             it came from"
+                .into(),
+        )
     }
 }
 

@@ -36,15 +36,19 @@ fn occupants(pgid: Pid) -> Result<Occupants, String> {
     })
 }
 
-/// After a scan that found no live member: empty when the kernel says the group is, or when
-/// everyone /proc shows in it is an outsider; otherwise the scan missed a member, or /proc hides
-/// it, and the stop looks again.
+/// Whether the kernel proves that no process of the run is in group `pgid`: the group is
+/// empty, or the run has no process left at all (vloer-run, the reaper of every descendant, has
+/// no child), whoever from outside the run holds the group.
+pub(super) fn none_of_ours(pgid: Pid) -> bool {
+    is_empty(pgid) || matches!(sys::children_left(), Ok(sys::Children::None))
+}
+
+/// After a scan that found no live member: empty only on the kernel's word (see `none_of_ours`).
+/// Otherwise the scan missed a member, or /proc hides it, or an outsider holds the group while
+/// the run still has processes elsewhere, which /proc alone cannot tell apart from a member
+/// that keeps moving: the stop looks again, and its deadlines move it on.
 pub(super) fn settled(pgid: Pid) -> Result<Settled, String> {
-    if is_empty(pgid) {
-        return Ok(Settled::Empty);
-    }
-    let o = occupants(pgid)?;
-    Ok(if o.ours.is_empty() && o.others > 0 {
+    Ok(if none_of_ours(pgid) {
         Settled::Empty
     } else {
         Settled::Unseen
@@ -54,18 +58,27 @@ pub(super) fn settled(pgid: Pid) -> Result<Settled, String> {
 /// Step 4 when a scan listed no survivor: the run's members the kernel still shows in the group,
 /// or an error when it shows members /proc does not list at all.
 pub(super) fn confirm_none_left(pgid: Pid) -> Result<Vec<Proc>, String> {
-    if is_empty(pgid) {
+    if none_of_ours(pgid) {
         return Ok(Vec::new());
     }
     let o = occupants(pgid)?;
-    if o.ours.is_empty() && o.others == 0 {
-        if is_empty(pgid) {
-            return Ok(Vec::new());
-        }
-        return Err(format!(
+    if !o.ours.is_empty() {
+        return Ok(o.ours);
+    }
+    if none_of_ours(pgid) {
+        return Ok(Vec::new());
+    }
+    Err(if o.others > 0 {
+        format!(
+            "process group {pgid} holds {} process(es) from outside the run while the run still \
+             has processes elsewhere, and /proc alone cannot prove that none of the run's is in \
+             it, so the stop cannot be proven",
+            o.others
+        )
+    } else {
+        format!(
             "the kernel shows process group {pgid} alive, but /proc lists none of its members \
              (a /proc mounted with hidepid hides them), so the stop cannot be proven"
-        ));
-    }
-    Ok(o.ours)
+        )
+    })
 }

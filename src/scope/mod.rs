@@ -133,7 +133,7 @@ impl Scope {
     pub fn kernel_proves_empty(&self) -> bool {
         match self {
             Scope::Tree => matches!(sys::children_left(), Ok(sys::Children::None)),
-            Scope::Group(pgid) => group::is_empty(*pgid),
+            Scope::Group(pgid) => group::none_of_ours(*pgid),
             Scope::Exec(_) => false,
         }
     }

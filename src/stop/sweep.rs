@@ -8,7 +8,7 @@ use crate::signal::Sig;
 use crate::sweep::{Found, Report, Scan, Sweep};
 use crate::sys;
 use nix::unistd::Pid;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// How often the sweep scans again while a match it signalled may still be alive: they are not
@@ -18,24 +18,26 @@ const TICK: Duration = Duration::from_millis(20);
 /// Scans in a row that must find nothing before the sweep is clean.
 const CLEAN_SCANS: u32 = 2;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    Grace,
-    Kill,
-    Done,
-}
-
 /// The sweep of one stop.
 pub struct SweepStop {
     sweep: Sweep,
     stop_signal: Sig,
-    kill_timeout: Duration,
-    phase: Phase,
-    deadline: Instant,
-    /// The matches signalled in this phase, by identity.
-    signalled: HashMap<Pid, Handle>,
+    /// Until then matches get the stop signal, then SIGKILL until `kill_end`; then it gives up.
+    grace_end: Instant,
+    kill_end: Instant,
+    /// Over: clean, given up, or nothing left that it may stop.
+    done: bool,
+    /// The run's own stop is over: only scans after that count for the proof, as until then
+    /// the tree's processes (a TERM trap, say) may still start a process in the folder.
+    after_tree: bool,
+    /// The matches signalled in this phase, by identity, and whether that was the SIGKILL.
+    signalled: HashMap<Pid, (Handle, bool)>,
     /// The run's own scope: its stop signals the matches that are its members (never twice).
     scope: Scope,
+    /// vloer-run's control clients and the processes waiting for them: never matches (a
+    /// `vloer-run stop` names the socket, which may lie in the folder).
+    exempt: HashSet<Pid>,
+    clients: Vec<Pid>,
     /// Scans in a row that found nothing.
     clean: u32,
     last: Scan,
@@ -56,65 +58,97 @@ pub struct SweepOutcome {
 
 impl SweepStop {
     /// Starts the sweep at the stop's step 1: scans, and signals what it may stop outside the
-    /// run's own `scope`.
+    /// run's own `scope`. `clients`: see `exempt`.
     pub fn begin(
         sweep: Sweep,
         scope: Scope,
         stop_signal: Sig,
-        grace: Duration,
-        kill_timeout: Duration,
+        (grace, kill_timeout): (Duration, Duration),
+        clients: Vec<Pid>,
         now: Instant,
     ) -> SweepStop {
         let report = Report::new(&sweep);
         let mut s = SweepStop {
             sweep,
             stop_signal,
-            kill_timeout,
-            phase: Phase::Grace,
-            deadline: now + grace,
+            grace_end: now + grace,
+            kill_end: now + grace + kill_timeout,
+            done: false,
+            after_tree: false,
             signalled: HashMap::new(),
             scope,
+            exempt: HashSet::new(),
+            clients: Vec::new(),
             clean: 0,
             last: Scan::default(),
             report,
             sent: BTreeMap::new(),
             errors: Vec::new(),
         };
-        s.step();
+        s.set_clients(clients);
+        s.step(now);
         s
     }
 
+    /// Over, and its proof (if any) made after the run's own stop.
     pub fn is_done(&self) -> bool {
-        self.phase == Phase::Done
+        self.done && self.after_tree
     }
 
     /// The next moment the sweep must scan without an event.
     pub fn deadline(&self) -> Option<Instant> {
-        (self.phase != Phase::Done).then(|| self.deadline.min(Instant::now() + TICK))
+        (!self.done).then(|| self.kill_end.min(Instant::now() + TICK))
     }
 
-    /// Time passed: move to SIGKILL after the grace, give up after the kill timeout, and scan.
-    pub fn progress(&mut self, now: Instant) {
-        if self.phase == Phase::Done {
+    /// The control clients connected now: they, and the processes waiting for them, are never
+    /// matches.
+    pub fn set_clients(&mut self, clients: Vec<Pid>) {
+        if clients == self.clients {
             return;
         }
-        if now >= self.deadline {
-            if self.phase == Phase::Kill {
-                self.phase = Phase::Done;
-                return;
-            }
-            self.phase = Phase::Kill;
-            self.deadline = now + self.kill_timeout;
-            self.signalled.clear();
+        self.exempt = clients.iter().flat_map(|&c| line_of(c)).collect();
+        self.clients = clients;
+    }
+
+    /// The run's own stop is over: a sweep that proved the folder quiet before proves it again
+    /// now, by scans that come after it.
+    pub fn tree_done(&mut self, now: Instant) {
+        if std::mem::replace(&mut self.after_tree, true) {
+            return;
         }
-        self.step();
+        if self.done && self.clean >= CLEAN_SCANS {
+            self.done = false;
+            self.clean = 0;
+            self.step(now);
+        }
+    }
+
+    /// Time passed: scan, signal, give up after the kill timeout.
+    pub fn progress(&mut self, now: Instant) {
+        if self.done {
+            return;
+        }
+        if now >= self.kill_end {
+            self.done = true;
+            return;
+        }
+        self.step(now);
+    }
+
+    /// One scan, without vloer-run's clients and those waiting for them.
+    fn scan(&self) -> Scan {
+        let mut scan = self.sweep.scan();
+        scan.found.retain(|f| !self.exempt.contains(&f.pid));
+        scan.unverified.retain(|u| !self.exempt.contains(&u.pid));
+        scan
     }
 
     /// Scans, signals the new matches it may stop, and ends once scans in a row come back clean,
     /// or once nothing it found is its to stop (waiting would change nothing).
-    fn step(&mut self) {
+    fn step(&mut self, now: Instant) {
+        let kill = now >= self.grace_end;
         loop {
-            let scan = self.sweep.scan();
+            let scan = self.scan();
             self.report.add(&scan);
             let clean = scan.clean(self.sweep.strict);
             self.clean = if clean { self.clean + 1 } else { 0 };
@@ -123,11 +157,11 @@ impl SweepStop {
             self.last = scan;
             if let Some(e) = error {
                 self.errors.push(e);
-                self.phase = Phase::Done;
+                self.done = true;
                 return;
             }
             if self.clean >= CLEAN_SCANS {
-                self.phase = Phase::Done;
+                self.done = true;
                 return;
             }
             if clean {
@@ -137,22 +171,22 @@ impl SweepStop {
             }
             let mut waiting = false;
             for f in &stoppable {
-                waiting |= self.stop_one(f);
+                waiting |= self.stop_one(f, kill);
             }
             if !waiting {
                 // What is left is not the sweep's to stop (it started before the run, is
                 // another user's, or could not be looked at): the verdict names it.
-                self.phase = Phase::Done;
+                self.done = true;
             }
             return;
         }
     }
 
-    /// Signals `f` unless the run's own stop covers it or it was signalled in this phase;
-    /// whether it may still end because of the sweep.
-    fn stop_one(&mut self, f: &Found) -> bool {
-        if let Some(h) = self.signalled.get(&f.pid) {
-            if h.starttime == f.starttime {
+    /// Signals `f` (SIGKILL once `kill`) unless the run's own stop covers it or it got that
+    /// signal already; whether it may still end because of the sweep.
+    fn stop_one(&mut self, f: &Found, kill: bool) -> bool {
+        if let Some((h, killed)) = self.signalled.get(&f.pid) {
+            if h.starttime == f.starttime && (*killed || !kill) {
                 return true;
             }
         }
@@ -173,10 +207,7 @@ impl SweepStop {
                 return false;
             }
         };
-        let sig = match self.phase {
-            Phase::Grace => self.stop_signal,
-            _ => Sig::KILL,
-        };
+        let sig = if kill { Sig::KILL } else { self.stop_signal };
         match handle.signal(sig) {
             Ok(()) => {
                 *self.sent.entry(sig).or_default() += 1;
@@ -197,17 +228,18 @@ impl SweepStop {
                 return sig != Sig::KILL;
             }
         }
-        self.signalled.insert(f.pid, handle);
+        self.signalled.insert(f.pid, (handle, kill));
         true
     }
 
     /// Step 4 for the sweep: clean only after scans in a row found nothing; the matches the
     /// last scan found that are still alive are survivors.
     pub fn finish(mut self) -> SweepOutcome {
-        if self.clean < CLEAN_SCANS && self.errors.is_empty() {
-            // Ended by its deadline or with nothing it could stop: look once more, so that the
-            // verdict shows the folder as it is now.
-            let scan = self.sweep.scan();
+        let proven = self.clean >= CLEAN_SCANS && self.after_tree;
+        if !proven && self.errors.is_empty() {
+            // Ended by its deadline, with nothing it could stop, or before the run's own stop
+            // was over: look once more, so that the verdict shows the folder as it is now.
+            let scan = self.scan();
             self.report.add(&scan);
             self.errors.extend(scan.error.clone());
             self.last = scan;
@@ -226,7 +258,7 @@ impl SweepStop {
         let mut errors = self.errors;
         errors.dedup();
         SweepOutcome {
-            clean: self.clean >= CLEAN_SCANS,
+            clean: proven,
             survivors,
             report: self.report,
             sent: self.sent,
@@ -261,4 +293,19 @@ fn in_tree(p: &Proc) -> bool {
         }
     }
     false
+}
+
+/// `pid` and its ancestors, up to (not including) vloer-run's own line or init.
+fn line_of(pid: Pid) -> Vec<Pid> {
+    let me = sys::own_pid();
+    let mut line = Vec::new();
+    let mut at = pid;
+    while at.as_raw() > 1 && at != me && !line.contains(&at) {
+        line.push(at);
+        match proctable::read(at) {
+            Ok(Some(p)) => at = p.ppid,
+            _ => break,
+        }
+    }
+    line
 }

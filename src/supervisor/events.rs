@@ -9,14 +9,21 @@ impl Supervisor {
             // What the reaps since the last turn did. After a full batch this turn reaps on
             // without sleeping, as no new SIGCHLD may come for the children already waiting.
             let reaped = std::mem::take(&mut self.turn_reaped);
+            let mut tree_done = false;
             if let State::Stopping(stop) | State::Waiting(stop) = &mut self.state {
                 stop.progress(now, reaped);
-                if stop.is_done() {
-                    // A watch that found the tree empty on its own: the folders are swept now.
-                    self.begin_sweep();
-                }
+                tree_done = stop.is_done();
             }
+            if tree_done {
+                // A watch that found the tree empty on its own: the folders are swept now.
+                self.begin_sweep();
+            }
+            let clients = self.clients();
             if let Some(sweep) = &mut self.sweep {
+                sweep.set_clients(clients);
+                if tree_done {
+                    sweep.tree_done(now);
+                }
                 sweep.progress(now);
             }
             self.progress_execs(now, reaped);

@@ -254,10 +254,22 @@ impl Supervisor {
             sweep,
             self.scope(),
             self.config.stop.stop_signal,
-            self.requests.grace.unwrap_or(self.config.stop.grace),
-            self.config.stop.kill_timeout,
+            (
+                self.requests.grace.unwrap_or(self.config.stop.grace),
+                self.config.stop.kill_timeout,
+            ),
+            self.clients(),
             Instant::now(),
         ));
+    }
+
+    /// The control clients connected now (see `SweepStop::set_clients`).
+    fn clients(&self) -> Vec<Pid> {
+        self.requests
+            .server
+            .as_ref()
+            .map(control::Server::peers)
+            .unwrap_or_default()
     }
 
     fn plan(&self, forwarded: Option<Forwarded>) -> StopPlan {

@@ -265,3 +265,72 @@ fn an_outsider_that_joins_the_childs_group_hears_only_the_groups_first_signal() 
     assert_eq!(v["survivors"], serde_json::json!([]), "{f}");
     assert_eq!(v["sent"]["SIGKILL"], 1, "only the child was killed: {f}");
 }
+
+#[test]
+fn an_outsider_in_the_group_is_no_proof_that_the_runs_members_are_gone() {
+    // Processes orphaned to an inner subreaper keep joining the child's group and forking away,
+    // and an outsider from the caller's session holds the group too: that /proc shows only the
+    // outsider in it proves nothing while the run has processes elsewhere. The stop waits out the
+    // grace, sends SIGKILL, and says true only when no hopper is left.
+    for round in 0..5 {
+        let dir = harness::tempdir();
+        let (ready, log, group, joined) = (
+            dir.path().join("ready"),
+            dir.path().join("log"),
+            dir.path().join("group"),
+            dir.path().join("joined"),
+        );
+        let script = format!(
+            "echo $$ > {g}.tmp && mv {g}.tmp {g}; sleep 0.3; exec {h} subreaper-hop {r} {l}",
+            g = harness::path_str(&group),
+            h = harness::helper(),
+            r = harness::path_str(&ready),
+            l = harness::path_str(&log),
+        );
+        let run = Run::new([
+            "--scope",
+            "group",
+            "--grace",
+            "1s",
+            "--kill-timeout",
+            "2s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .start();
+        let pgid = harness::wait_for_pids(&group)[0];
+        let mut outsider = std::process::Command::new(harness::helper())
+            .args(["join-group", &pgid.to_string(), &harness::path_str(&joined)])
+            .spawn()
+            .expect("the outsider");
+        let opid = harness::wait_for_pids(&joined)[0];
+        let f = run.finish();
+        harness::kill_pid(opid, libc::SIGKILL);
+        let _ = outsider.wait();
+        let subreaper = harness::wait_for_pids(&ready)[1];
+        let mut adopted = Adopted::ours(dir.path());
+        adopted.add(subreaper);
+        let hoppers = harness::read_pids(&log);
+        let left: Vec<i32> = hoppers
+            .iter()
+            .copied()
+            .filter(|&p| harness::alive_ours(p, dir.path()))
+            .collect();
+        if !left.is_empty() {
+            harness::end_group(pgid);
+        }
+        adopted.end_all();
+        let v = f.verdict();
+        assert!(
+            v["stopped"] == false || left.is_empty(),
+            "round {round}: stopped:true while {} hoppers lived: {f}",
+            left.len()
+        );
+        assert!(
+            v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1,
+            "round {round}: the stop ended without its SIGKILL: {f}"
+        );
+    }
+}

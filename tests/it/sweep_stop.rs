@@ -432,3 +432,83 @@ fn a_proc_that_hides_processes_proves_nothing() {
         "{v}"
     );
 }
+
+#[test]
+fn a_worker_started_while_the_tree_still_stops_is_found_by_the_proof_after_it() {
+    // The child's TERM trap takes a second to end; the folder, swept clean at the stop's start,
+    // gets a new worker meanwhile. The proof is made after the tree's own stop, and finds it.
+    let dir = harness::tempdir();
+    let folder = dir.path().join("w");
+    std::fs::create_dir(&folder).unwrap();
+    let folder_s = harness::path_str(&folder);
+    let run = Run::new([
+        "--sweep",
+        &folder_s,
+        "--timeout",
+        "300ms",
+        "--",
+        "sh",
+        "-c",
+        "trap 'sleep 1; exit 0' TERM; sleep 30 & wait",
+    ])
+    .start();
+    std::thread::sleep(Duration::from_millis(700));
+    let mut worker = Command::new("sleep")
+        .arg("30")
+        .current_dir(&folder)
+        .spawn()
+        .expect("sleep");
+    let wpid = worker.id() as i32;
+    let f = run.finish();
+    let alive = harness::alive(wpid) && harness::state(wpid) != Some('Z');
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let v = f.verdict();
+    assert!(
+        !alive || v["stopped"] == false,
+        "stopped:true while {wpid} worked in the folder: {f}"
+    );
+    let holders = v["sweep"]["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(holders.iter().any(|h| h["pid"] == wpid), "{f}");
+    assert_eq!(v["stopped"], true, "the worker was stopped: {f}");
+}
+
+#[test]
+fn vloer_runs_own_clients_are_never_matches() {
+    // `vloer-run stop` names the control socket, which lies in the swept folder: it is the
+    // caller waiting for the verdict, not a process working in the folder.
+    let dir = harness::tempdir();
+    let folder = dir.path().join("w");
+    std::fs::create_dir(&folder).unwrap();
+    let (folder_s, sock) = (
+        harness::path_str(&folder),
+        harness::path_str(&folder.join("ctl")),
+    );
+    let run = Run::new([
+        "--sweep",
+        &folder_s,
+        "--control",
+        &sock,
+        "--",
+        "sleep",
+        "30",
+    ])
+    .start();
+    harness::wait_for_socket(Path::new(&sock));
+    let client = Run::new(["stop", "--control", &sock]).finish();
+    let f = run.finish();
+    assert_eq!(
+        client.code(),
+        Some(0),
+        "the stop's own client: {client}\n{f}"
+    );
+    assert_eq!(client.stdout_verdict()["stopped"], true, "{client}");
+    assert_eq!(
+        f.verdict()["sweep"]["holders"],
+        serde_json::json!([]),
+        "{f}"
+    );
+}

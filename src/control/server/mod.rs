@@ -233,6 +233,15 @@ impl Server {
     }
 
     /// When the slowest silent client must be dropped.
+    /// The pids of the clients connected now, where the kernel told them.
+    pub fn peers(&self) -> Vec<nix::unistd::Pid> {
+        self.conns
+            .values()
+            .filter(|c| c.peer > 0)
+            .map(|c| nix::unistd::Pid::from_raw(c.peer))
+            .collect()
+    }
+
     pub fn deadline(&self) -> Option<Instant> {
         self.conns
             .values()
