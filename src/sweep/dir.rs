@@ -1,20 +1,25 @@
 //! What a swept folder is: the path given, resolved once at start, and its filesystem identity,
-//! which stays what is matched even when the folder is renamed away or deleted during the run.
+//! which follows the folder when it is renamed, and stays its last when it is deleted.
 
 use super::mounts::{self, Ident, Table};
 use super::proc;
 use anyhow::{anyhow, Context};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// One `--sweep DIR`.
 #[derive(Clone, Debug)]
 pub struct Dir {
     /// The path as it resolved at start (symlinks followed), for the verdict.
     pub path: PathBuf,
+    /// Its identity at start.
     pub ident: Ident,
+    /// The folder itself, held (O_PATH) from the start: the kernel keeps its name current when
+    /// it is renamed, so a scan matches the folder, not whatever now has its old name.
+    held: Arc<OwnedFd>,
 }
 
 impl Dir {
@@ -37,6 +42,21 @@ impl Dir {
         let ident = table
             .ident(&mounts::normalize(&path), mnt_id)
             .ok_or_else(|| anyhow!("{}: no mount of ours holds it", named()))?;
-        Ok(Dir { path, ident })
+        Ok(Dir {
+            path,
+            ident,
+            held: Arc::new(fd),
+        })
+    }
+
+    /// Its identity now, in our mount `table`: where the folder is after a rename (a deleted
+    /// one keeps its last name), or its identity at start where that cannot be read.
+    pub fn current(&self, table: &Table) -> Ident {
+        let fd = self.held.as_raw_fd();
+        let now = proc::link(&format!("self/fd/{fd}"))
+            .ok()
+            .and_then(|text| mounts::link_path(&text))
+            .and_then(|path| table.ident(&path, proc::mnt_id(&format!("self/fdinfo/{fd}"))));
+        now.unwrap_or_else(|| self.ident.clone())
     }
 }

@@ -173,7 +173,12 @@ impl Pass<'_> {
             }
             _ => &self.ours,
         };
-        let dirs: Vec<_> = self.sweep.dirs.iter().map(|d| d.ident.clone()).collect();
+        let dirs: Vec<_> = self
+            .sweep
+            .dirs
+            .iter()
+            .map(|d| d.current(&self.ours))
+            .collect();
         let look = Look {
             pid,
             table,

@@ -512,3 +512,50 @@ fn vloer_runs_own_clients_are_never_matches() {
         "{f}"
     );
 }
+
+#[test]
+fn a_folder_renamed_during_the_run_is_still_swept_where_it_went() {
+    // Identity, not spelling: the folder moved, and a worker in it is still found; a new folder
+    // that took the old name is not the swept one.
+    let dir = harness::tempdir();
+    let (folder, moved) = (dir.path().join("w"), dir.path().join("w.moved"));
+    std::fs::create_dir_all(folder.join("sub")).unwrap();
+    let folder_s = harness::path_str(&folder);
+    let run = Run::new(["--sweep", &folder_s, "--", "sleep", "0.6"]).start();
+    std::thread::sleep(Duration::from_millis(200));
+    std::fs::rename(&folder, &moved).unwrap();
+    std::fs::create_dir_all(folder.join("sub")).unwrap();
+    let spawn_in = |d: &Path| {
+        Command::new("sleep")
+            .arg("30")
+            .current_dir(d)
+            .spawn()
+            .expect("sleep")
+    };
+    // In a folder below it: the moved folder's own identity is not enough to find it.
+    let (mut inside, mut other) = (spawn_in(&moved.join("sub")), spawn_in(&folder.join("sub")));
+    let (inside_pid, other_pid) = (inside.id() as i32, other.id() as i32);
+    let f = run.finish();
+    let inside_alive = harness::state(inside_pid).is_some_and(|s| s != 'Z');
+    let other_alive = harness::state(other_pid).is_some_and(|s| s != 'Z');
+    for c in [&mut inside, &mut other] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let v = f.verdict();
+    assert!(
+        !inside_alive,
+        "the worker in the moved folder outlived the sweep: {f}"
+    );
+    assert!(
+        other_alive,
+        "a process in the new folder of the old name was stopped: {f}"
+    );
+    let holders = v["sweep"]["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(holders.iter().any(|h| h["pid"] == inside_pid), "{f}");
+    assert!(!holders.iter().any(|h| h["pid"] == other_pid), "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+}
