@@ -25,8 +25,9 @@ pub struct Sweep {
     /// there before the run.
     #[allow(dead_code)] // the stop's, for its proof
     pub strict: bool,
-    /// vloer-run's own start time (clock ticks since boot): a process that started no earlier
-    /// started during the run.
+    /// The clock tick (since boot, as /proc's start times count) in which the run began: a
+    /// process that started in a later tick started during the run. One of the same tick cannot
+    /// be told apart, and is taken as started before: never signalled, only listed.
     own_start: u64,
 }
 
@@ -37,11 +38,10 @@ impl Sweep {
             proc::Got::Text(t) => mounts::Table::parse(&t, Path::new("/")),
             _ => anyhow::bail!("--sweep: cannot read /proc/self/mountinfo"),
         };
-        let own_start = proc::read("self/stat")
-            .ok()
-            .and_then(|b| proc::stat(&b))
-            .map(|s| s.starttime)
-            .ok_or_else(|| anyhow::anyhow!("--sweep: cannot read /proc/self/stat"))?;
+        // Now, not vloer-run's own start time: that is when its process was forked, which for
+        // `exec vloer-run` at the end of a script is when the script began.
+        let own_start = crate::sys::boot_ticks()
+            .ok_or_else(|| anyhow::anyhow!("--sweep: cannot read the boot clock"))?;
         let dirs = dirs
             .iter()
             .map(|d| Dir::resolve(d, &table))

@@ -232,7 +232,7 @@ impl Pass<'_> {
     }
 
     fn started(&self, stat: &Stat) -> Started {
-        if stat.starttime >= self.sweep.own_start {
+        if stat.starttime > self.sweep.own_start {
             Started::During
         } else {
             Started::Before

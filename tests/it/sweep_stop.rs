@@ -55,7 +55,9 @@ impl Daemon {
         vec![
             "sh".into(),
             "-c".into(),
-            format!("echo go > \"$1\"; {then}"),
+            // A clock tick (10 ms) or more into the run: a process started in the run's own
+            // tick counts as started before it.
+            format!("sleep 0.05; echo go > \"$1\"; {then}"),
             "sh".into(),
             harness::path_str(&self.fifo),
         ]
