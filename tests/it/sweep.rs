@@ -513,3 +513,75 @@ fn a_proc_that_hides_processes_proves_nothing() {
         .unwrap_or_else(|| panic!("an error: {sweep}"));
     assert!(error.contains("hidepid"), "{error}");
 }
+
+#[test]
+fn a_hung_filesystem_in_the_folder_does_not_hang_a_scan() {
+    if needs_root("mounting a FUSE filesystem") {
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        skip("no /dev/fuse here");
+        return;
+    }
+    let f = Folder::new();
+    let mnt = f.dir().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let _mounted = Mounted(mnt.clone());
+    let server = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/hung_fuse.py");
+    let mut cmd = Command::new("python3");
+    cmd.args([server, &path_str(&mnt)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut server = Outside(cmd.spawn().expect("python3"));
+    let mut ready = String::new();
+    let stdout = server.0.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready).unwrap();
+    if ready.trim() != "ready" {
+        skip("the FUSE server could not mount here");
+        return;
+    }
+    let file = mnt.join("f");
+    let holder = Outside::start(
+        "exec 3<\"$F\"; exec sleep 1000",
+        Path::new("/"),
+        &[("F", &file)],
+        "sleep",
+    );
+    // Ended before the holder, whose exit flushes its file through the server.
+    let _server_first = KillFirst(server.pid());
+    let inst = Instance::start(&f, &[&f.dir()]);
+    harness::kill_pid(server.pid(), libc::SIGSTOP);
+    wait_until("the server to stop", || {
+        harness::state(server.pid()) == Some('T')
+    });
+    // The filesystem is hung now: a stat of the file waits for the server until it is killed
+    // (`timeout -s KILL` kills its own group, itself included).
+    let start = std::time::Instant::now();
+    let stat = Command::new("timeout")
+        .args(["-s", "KILL", "1", "stat", &path_str(&file)])
+        .status()
+        .unwrap();
+    assert!(!stat.success(), "stat waited for the stopped server");
+    assert!(
+        start.elapsed() >= std::time::Duration::from_millis(900),
+        "{stat:?}"
+    );
+    let start = std::time::Instant::now();
+    let got = inst.what(holder.pid());
+    let took = start.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "the scan took {took:?}"
+    );
+    // A file on a filesystem mounted inside the folder lies in the folder.
+    assert_eq!(got, what(&["fd"]));
+}
+
+/// SIGKILLs a process of the test's own (its unreaped child) when dropped.
+struct KillFirst(i32);
+
+impl Drop for KillFirst {
+    fn drop(&mut self) {
+        harness::kill_pid(self.0, libc::SIGKILL);
+    }
+}
