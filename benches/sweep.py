@@ -149,7 +149,7 @@ def main():
         if idle.stdout.readline().strip() != b"ready":
             raise SystemExit("bystanders did not start")
         nproc2 = sum(1 for d in os.listdir("/proc") if d.isdigit())
-        log(f"with bystanders: {nproc2} processes, {a.reps} rounds")
+        log(f"with bystanders: {nproc2} processes, {max(3, a.reps // 3)} rounds")
         busy, found_busy = measure(a.vloer, work, runs["with"], runs["without"], max(3, a.reps // 3))
     finally:
         for p in started:
