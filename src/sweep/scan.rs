@@ -42,15 +42,26 @@ pub fn scan(sweep: &Sweep) -> Scan {
     // The links on two threads of their own (they are most of a pass's work, nearly all of it
     // in the kernel) while this one has the reader thread read command lines and maps.
     let half = looked.len().div_ceil(2);
+    // A thread that cannot be made (a fork storm at the pids limit) leaves its part to the
+    // end, on this thread.
     let (linked, others, slow) = std::thread::scope(|s| {
+        let pass = |part| link_pass(part, own_ns.as_ref(), &ours, &dirs);
         let parts: Vec<_> = looked
             .chunks(half.max(1))
-            .map(|part| s.spawn(|| link_pass(part, own_ns.as_ref(), &ours, &dirs)))
+            .map(|part| {
+                (
+                    part,
+                    std::thread::Builder::new().spawn_scoped(s, move || pass(part)),
+                )
+            })
             .collect();
         let slow: Vec<Slow> = looked.chunks(BATCH).flat_map(slow_reads).collect();
         let (mut linked, mut others) = (Vec::new(), Others::new());
-        for part in parts {
-            let (l, o) = part.join().expect("the link pass does not panic");
+        for (part, thread) in parts {
+            let (l, o) = match thread {
+                Ok(t) => t.join().expect("the link pass does not panic"),
+                Err(_) => pass(part),
+            };
             linked.extend(l);
             others.extend(o);
         }
