@@ -21,7 +21,8 @@ impl Dir {
     /// Resolves `given` against our own mount table; an error names the path.
     pub fn resolve(given: &Path, table: &Table) -> anyhow::Result<Dir> {
         let named = || format!("--sweep {}", given.display());
-        let path = std::fs::canonicalize(given).with_context(named)?;
+        let path =
+            std::fs::canonicalize(given).map_err(|e| anyhow!("{}: {}", named(), plain(&e)))?;
         if !path.is_dir() {
             return Err(anyhow!("{}: not a folder", named()));
         }
@@ -38,5 +39,20 @@ impl Dir {
             .ident(&mounts::normalize(&path), mnt_id)
             .ok_or_else(|| anyhow!("{}: no mount of ours holds it", named()))?;
         Ok(Dir { path, ident })
+    }
+}
+
+/// An error in words, without std's "(os error N)".
+fn plain(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "does not exist".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => {
+            let text = err.to_string();
+            match text.find(" (os error") {
+                Some(i) => text[..i].to_string(),
+                None => text,
+            }
+        }
     }
 }

@@ -449,6 +449,7 @@ fn a_folder_that_does_not_exist_is_refused_and_nothing_starts() {
             messages[0].contains(&path_str(f.top())),
             "it names the path: {out}"
         );
+        assert!(!messages[0].contains("os error"), "in words: {out}");
         assert!(!marker.exists(), "nothing was started: {out}");
     }
 }
