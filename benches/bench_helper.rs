@@ -13,9 +13,9 @@
 //!     it): makes N grandchildren, orphans them (their parent exits, so PID 1 inherits them), then
 //!     lets them all exit at once and samples until PID 1 has reaped every one; prints
 //!     `storm NS MAX_ZOMBIES SAMPLES` (NS from the release to the last reap)
-//! vloer-bench-helper idle N
+//! vloer-bench-helper idle N [K DIR]
 //!     N bystanders waiting on stdin; prints `ready` when all are up; when stdin closes, reaps them
-//!     and exits
+//!     and exits. With K and DIR, each holds K files open, DIR/0 to DIR/K-1 (made if missing)
 //! vloer-bench-helper reply-server PATH
 //!     the least a control socket server can do, as a reference for the status round trip: a
 //!     Unix stream socket at PATH; for each connection one accept, one read, one fixed reply line,
@@ -55,10 +55,14 @@ fn main() {
         ["tree", n, "--daemon"] => tree(parse(n), true),
         ["storm", n] => storm(parse(n)),
         ["idle", n] => idle(parse(n)),
+        ["idle", n, k, dir] => {
+            hold_files(parse(k), dir);
+            idle(parse(n))
+        }
         ["reply-server", path] => reply_server(path),
         ["proc-reads", pid, n] => proc_reads(parse(pid), parse(n)),
         _ => die(
-            "usage: vloer-bench-helper usr1 | tree N [--daemon] | storm N | idle N \
+            "usage: vloer-bench-helper usr1 | tree N [--daemon] | storm N | idle N [K DIR] \
              | reply-server PATH | proc-reads PID N",
         ),
     }
@@ -374,6 +378,20 @@ fn storm(n: usize) -> ! {
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/// Opens DIR/0 .. DIR/K-1 and keeps them open, for the bystanders forked next to inherit: a
+/// sweep has K descriptors per bystander to look at.
+fn hold_files(k: usize, dir: &str) {
+    for i in 0..k {
+        let path = format!("{dir}/{i}");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .unwrap_or_else(|e| die(&format!("open {path}: {e}")));
+        std::mem::forget(file);
+    }
+}
 
 fn idle(n: usize) -> ! {
     let (r, w) = pipe();

@@ -55,22 +55,29 @@ fn prove(dir: BorrowedFd<'_>) -> Result<(), ProcError> {
 }
 
 /// Why the proven /proc may not list every process: mounted with `hidepid`, it hides other
-/// users' processes from a reader without CAP_SYS_PTRACE (root sees them all). None when it
-/// shows everything. Asked once: the proof is made once too.
+/// users' processes from a reader without CAP_SYS_PTRACE (root sees them all); `subset=pid` is
+/// taken as hiding too, as the contract says. None when it shows everything. Asked once: the
+/// proof is made once too.
 pub fn hides_processes() -> Option<String> {
     static HIDES: OnceLock<Option<String>> = OnceLock::new();
     let root = root().ok()?;
     HIDES
         .get_or_init(|| {
             let options = mount_options(root).unwrap_or_default();
-            let hidepid = options
-                .split(',')
-                .find_map(|o| o.strip_prefix("hidepid="))
-                .filter(|v| !matches!(*v, "0" | "off"));
-            (hidepid.is_some() && !nix::unistd::geteuid().is_root()).then(|| {
-                "/proc is mounted with hidepid, so it hides other users' processes from \
-                 vloer-run (not root), and no listing can prove them gone"
-                    .to_string()
+            options.split(',').find_map(|o| {
+                let hides = match o.split_once('=') {
+                    Some(("hidepid", v)) => {
+                        !matches!(v, "0" | "off") && !nix::unistd::geteuid().is_root()
+                    }
+                    Some(("subset", "pid")) => true,
+                    _ => false,
+                };
+                hides.then(|| {
+                    format!(
+                        "/proc is mounted with {o}, so it may hide processes from vloer-run, and \
+                         no listing can prove them gone"
+                    )
+                })
             })
         })
         .clone()

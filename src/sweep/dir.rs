@@ -26,7 +26,8 @@ impl Dir {
     /// Resolves `given` against our own mount table; an error names the path.
     pub fn resolve(given: &Path, table: &Table) -> anyhow::Result<Dir> {
         let named = || format!("--sweep {}", given.display());
-        let path = std::fs::canonicalize(given).with_context(named)?;
+        let path =
+            std::fs::canonicalize(given).map_err(|e| anyhow!("{}: {}", named(), plain(&e)))?;
         if !path.is_dir() {
             return Err(anyhow!("{}: not a folder", named()));
         }
@@ -58,5 +59,20 @@ impl Dir {
             .and_then(|text| mounts::link_path(&text))
             .and_then(|path| table.ident(&path, proc::mnt_id(&format!("self/fdinfo/{fd}"))));
         now.unwrap_or_else(|| self.ident.clone())
+    }
+}
+
+/// An error in words, without std's "(os error N)".
+fn plain(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "does not exist".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => {
+            let text = err.to_string();
+            match text.find(" (os error") {
+                Some(i) => text[..i].to_string(),
+                None => text,
+            }
+        }
     }
 }

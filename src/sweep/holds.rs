@@ -59,41 +59,51 @@ pub struct Look<'a> {
 }
 
 impl Look<'_> {
-    /// Looks at everything but the two reads that take the process's memory lock, which the
-    /// caller made on the reader thread.
-    pub fn look(&self, cmdline: Got<Vec<u8>>, maps: Got<Vec<u8>>) -> Held {
+    /// Looks at the links: root, working directory, executable and descriptors; returns what
+    /// they hold, and the working directory (against which arguments are resolved).
+    pub fn links(&self, dir: &proc::Dir) -> (Held, Option<PathBuf>) {
         let mut held = Held::default();
-        let pid = self.pid;
         if let Some(root) = &self.root {
             if self.holds(root, None) {
                 held.add(What::Root);
             }
         }
         let cwd = held
-            .deny(proc::link(&format!("{pid}/cwd")))
+            .deny(dir.link("cwd"))
             .and_then(|t| mounts::link_path(&t));
         if cwd.as_deref().is_some_and(|c| self.holds(c, None)) {
             held.add(What::Cwd);
         }
-        let exe = held.deny(proc::link(&format!("{pid}/exe")));
+        let exe = held.deny(dir.link("exe"));
         if exe
             .and_then(|t| mounts::link_path(&t))
             .is_some_and(|e| self.holds(&e, None))
         {
             held.add(What::Exe);
         }
-        if self.any_fd(&mut held) {
+        if self.any_fd(dir, &mut held) {
             held.add(What::Fd);
         }
+        (held, cwd)
+    }
+
+    /// Adds what the two reads that take the process's memory lock show (made on the reader
+    /// thread): its maps and its arguments.
+    pub fn slow(
+        &self,
+        held: &mut Held,
+        cwd: Option<&Path>,
+        cmdline: Got<Vec<u8>>,
+        maps: Got<Vec<u8>>,
+    ) {
         if held.deny(maps).is_some_and(|m| self.any_map(&m)) {
             held.add(What::Map);
         }
         if let Some(argv) = held.deny(cmdline) {
-            if self.names(&argv, cwd.as_deref()) {
+            if self.names(&argv, cwd) {
                 held.add(What::Argv);
             }
         }
-        held
     }
 
     fn holds(&self, path: &Path, mnt_id: Option<u64>) -> bool {
@@ -118,15 +128,12 @@ impl Look<'_> {
         })
     }
 
-    fn any_fd(&self, held: &mut Held) -> bool {
+    fn any_fd(&self, dir: &proc::Dir, held: &mut Held) -> bool {
         let pid = self.pid;
-        let Some(fds) = held.deny(proc::list(&format!("{pid}/fd"))) else {
+        let Some(fds) = held.deny(dir.fds()) else {
             return false;
         };
-        for fd in fds {
-            let Some(text) = held.deny(proc::link(&format!("{pid}/fd/{fd}"))) else {
-                continue;
-            };
+        for (fd, text) in fds {
             let Some(path) = mounts::link_path(&text) else {
                 continue;
             };

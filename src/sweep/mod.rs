@@ -23,7 +23,6 @@ pub struct Sweep {
     pub dirs: Vec<Dir>,
     /// `--sweep-strict`: a process that could not be looked at fails the proof even when it was
     /// there before the run.
-    #[allow(dead_code)] // the stop's, for its proof
     pub strict: bool,
     /// The clock tick (since boot, as /proc's start times count) in which the run began: a
     /// process that started in a later tick started during the run. One of the same tick cannot
@@ -70,7 +69,6 @@ pub struct Scan {
     pub error: Option<String>,
 }
 
-#[allow(dead_code)] // the stop's: what to signal, and whether a pass counts for the proof
 impl Scan {
     /// The matches the stop signals: started during the run, and ours to signal.
     pub fn to_signal(&self) -> impl Iterator<Item = &Found> {
@@ -111,7 +109,6 @@ pub struct Found {
     pub started: Started,
     pub what: Vec<What>,
     /// Whether the kernel lets us signal it (we are root, or it runs as our uid).
-    #[allow(dead_code)] // the stop's, through `Scan::to_signal`
     pub may_signal: bool,
 }
 

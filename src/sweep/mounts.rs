@@ -32,7 +32,6 @@ pub struct Mount {
     pub root: PathBuf,
     /// Where it is mounted, in the reader's terms (see `Table::parse`).
     pub point: PathBuf,
-    pub super_options: String,
 }
 
 /// The mounts of one namespace, in mountinfo's order (a later mount at the same point is on top).
@@ -121,6 +120,7 @@ fn through(mount: &Mount, path: &Path) -> Ident {
 
 fn parse_line(line: &[u8], base: &Path) -> Option<Mount> {
     // id parent major:minor root point options [optional...] - fstype source super_options
+    // (the options of our own /proc are read by proctable::files::hides_processes)
     let fields: Vec<&[u8]> = line.split(|b| *b == b' ').collect();
     let dash = fields.iter().position(|f| *f == b"-")?;
     if dash < 6 || fields.len() < dash + 4 {
@@ -143,7 +143,6 @@ fn parse_line(line: &[u8], base: &Path) -> Option<Mount> {
         dev: (major, minor),
         root: normalize(&unescape(fields[3])),
         point: normalize(&point),
-        super_options: text(fields[dash + 3]),
     })
 }
 
@@ -269,7 +268,6 @@ mod tests {
         .map(|(d, p)| id(*d, p).unwrap())
         .collect();
         assert_eq!(chain, want);
-        assert_eq!(t.by_id(30).unwrap().super_options, "rw,hidepid=invisible");
     }
 
     #[test]

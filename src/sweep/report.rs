@@ -98,14 +98,12 @@ impl Report {
     }
 
     /// The field's JSON length.
-    #[allow(dead_code)] // the stop's, to keep the verdict within its size
     pub fn json_len(&self) -> usize {
         serde_json::to_string(self).map_or(0, |s| s.len())
     }
 
     /// Leaves out entries from the end, processes that could not be looked at first, until the
     /// field's JSON is at most `max` bytes; returns whether it fits.
-    #[allow(dead_code)] // the stop's, to keep the verdict within its size
     pub fn fit(&mut self, max: usize) -> bool {
         while self.json_len() > max {
             if self.unverified.pop().is_none() && self.holders.pop().is_none() {

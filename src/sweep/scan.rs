@@ -1,8 +1,8 @@
 //! One pass over every process `/proc` shows: who holds or names a swept folder, and who could
 //! not be looked at. Each mount namespace's table is read once per pass.
 
-use super::holds::Look;
-use super::mounts::{self, Table};
+use super::holds::{Held, Look};
+use super::mounts::{self, Ident, Table};
 use super::proc::{self, Got, Stat};
 use super::{Found, Scan, Started, Sweep, Unverified};
 use crate::slowread;
@@ -23,7 +23,8 @@ pub fn scan(sweep: &Sweep) -> Scan {
             return scan;
         }
     };
-    scan.error = hidden(&ours);
+    // An answer that cannot see every process proves nothing.
+    scan.error = crate::proctable::files::hides_processes();
     let stats = match all_stats() {
         Ok(s) => s,
         Err(why) => {
@@ -37,36 +38,44 @@ pub fn scan(sweep: &Sweep) -> Scan {
         .filter(|s| !s.kernel_thread && !matches!(s.state, 'Z' | 'X' | 'x'))
         .filter(|s| !skip.contains(&s.pid))
         .collect();
+    let dirs: Vec<Ident> = sweep.dirs.iter().map(|d| d.current(&ours)).collect();
+    let own_ns = proc::link("self/ns/mnt").ok();
+    // The links on two threads of their own (they are most of a pass's work, nearly all of it
+    // in the kernel) while this one has the reader thread read command lines and maps.
+    let half = looked.len().div_ceil(2);
+    // A thread that cannot be made (a fork storm at the pids limit) leaves its part to the
+    // end, on this thread.
+    let (linked, others, slow) = std::thread::scope(|s| {
+        let pass = |part| link_pass(part, own_ns.as_ref(), &ours, &dirs);
+        let parts: Vec<_> = looked
+            .chunks(half.max(1))
+            .map(|part| {
+                (
+                    part,
+                    std::thread::Builder::new().spawn_scoped(s, move || pass(part)),
+                )
+            })
+            .collect();
+        let slow: Vec<Slow> = looked.chunks(BATCH).flat_map(slow_reads).collect();
+        let (mut linked, mut others) = (Vec::new(), Others::new());
+        for (part, thread) in parts {
+            let (l, o) = match thread {
+                Ok(t) => t.join().expect("the link pass does not panic"),
+                Err(_) => pass(part),
+            };
+            linked.extend(l);
+            others.extend(o);
+        }
+        (linked, others, slow)
+    });
     let mut pass = Pass {
-        sweep,
-        own_ns: proc::link("self/ns/mnt").ok(),
-        ours,
-        others: HashMap::new(),
+        own_start: sweep.own_start,
         scan,
     };
-    for batch in looked.chunks(BATCH) {
-        let slow = slow_reads(batch);
-        for (stat, (cmdline, maps)) in batch.iter().zip(slow) {
-            pass.one(stat, cmdline, maps);
-        }
+    for ((stat, linked), (cmdline, maps)) in looked.iter().zip(linked).zip(slow) {
+        pass.finish(stat, linked, &ours, &others, &dirs, cmdline, maps);
     }
     pass.scan
-}
-
-/// What `/proc`'s own mount options hide: an answer that cannot see every process proves nothing.
-fn hidden(ours: &Table) -> Option<String> {
-    let root = crate::proctable::files::root().ok()?;
-    let fd = std::os::fd::AsRawFd::as_raw_fd(&root);
-    let id = proc::mnt_id(&format!("self/fdinfo/{fd}"))?;
-    let opts = &ours.by_id(id)?.super_options;
-    opts.split(',').find_map(|o| {
-        let hides = match o.split_once('=') {
-            Some(("hidepid", v)) => !matches!(v, "0" | "off"),
-            Some(("subset", "pid")) => true,
-            _ => false,
-        };
-        hides.then(|| format!("/proc is mounted with {o}: processes may be hidden from the sweep"))
-    })
 }
 
 fn all_stats() -> Result<Vec<Stat>, String> {
@@ -132,65 +141,125 @@ fn slow_reads(batch: &[&Stat]) -> Vec<Slow> {
         .collect()
 }
 
-/// One scan's state: the tables read so far and what was found.
-struct Pass<'a> {
-    sweep: &'a Sweep,
-    own_ns: Option<Vec<u8>>,
-    ours: Table,
-    /// Other namespaces' tables, by namespace and the root they were read from.
-    others: HashMap<(Vec<u8>, PathBuf), Option<Table>>,
+/// Other namespaces' tables, by namespace and the root they were read from (None: unreadable).
+type Others = HashMap<(Vec<u8>, PathBuf), Option<Table>>;
+
+/// What the link pass learned of one process.
+struct Linked {
+    /// Its namespace and root when its namespace is not ours.
+    key: Option<(Vec<u8>, PathBuf)>,
+    root: Option<PathBuf>,
+    cwd: Option<PathBuf>,
+    held: Held,
+    denied: Option<String>,
+    /// Its links could not be looked at at all.
+    unseen: bool,
+}
+
+fn link_pass(
+    looked: &[&Stat],
+    own_ns: Option<&Vec<u8>>,
+    ours: &Table,
+    dirs: &[Ident],
+) -> (Vec<Linked>, Others) {
+    let mut others = Others::new();
+    let linked = looked
+        .iter()
+        .map(|stat| {
+            let pid = stat.pid;
+            let mut denied = None;
+            let unseen = |denied| Linked {
+                key: None,
+                root: None,
+                cwd: None,
+                held: Held::default(),
+                denied,
+                unseen: true,
+            };
+            let Some(dir) = take(proc::Dir::open(pid), &mut denied) else {
+                return unseen(denied);
+            };
+            let ns = take(dir.link("ns/mnt"), &mut denied);
+            let root = take(dir.link("root"), &mut denied).and_then(|t| mounts::link_path(&t));
+            let (key, table) = match (ns, &root) {
+                (Some(ns), Some(root)) if Some(&ns) != own_ns => {
+                    let key = (ns, root.clone());
+                    let table = others.entry(key.clone()).or_insert_with(|| {
+                        let text = proc::read(&format!("{pid}/mountinfo")).ok()?;
+                        Some(Table::parse(&text, root))
+                    });
+                    match table {
+                        Some(t) => (Some(key), &*t),
+                        None => {
+                            denied.get_or_insert(format!("/proc/{pid}/mountinfo: not readable"));
+                            return unseen(denied);
+                        }
+                    }
+                }
+                _ => (None, ours),
+            };
+            let look = Look {
+                pid,
+                table,
+                dirs,
+                root: root.clone(),
+            };
+            let (held, cwd) = look.links(&dir);
+            Linked {
+                key,
+                root,
+                cwd,
+                held,
+                denied,
+                unseen: false,
+            }
+        })
+        .collect();
+    (linked, others)
+}
+
+/// What one scan found so far.
+struct Pass {
+    own_start: u64,
     scan: Scan,
 }
 
-impl Pass<'_> {
-    fn one(&mut self, stat: &Stat, cmdline: Got<Vec<u8>>, maps: Got<Vec<u8>>) {
+impl Pass {
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &mut self,
+        stat: &Stat,
+        linked: Linked,
+        ours: &Table,
+        others: &Others,
+        dirs: &[Ident],
+        cmdline: Got<Vec<u8>>,
+        maps: Got<Vec<u8>>,
+    ) {
         let pid = stat.pid;
-        let mut denied = None;
-        let mut text = |got: Got<Vec<u8>>| match got {
-            Got::Text(t) => Some(t),
-            Got::Gone => None,
-            Got::Denied(why) => {
-                denied.get_or_insert(why);
-                None
-            }
+        let table = match &linked.key {
+            None => ours,
+            Some(key) => match others.get(key) {
+                Some(Some(t)) => t,
+                _ => return self.unverified(stat, linked.denied),
+            },
         };
-        let ns = text(proc::link(&format!("{pid}/ns/mnt")));
-        let root = text(proc::link(&format!("{pid}/root"))).and_then(|t| mounts::link_path(&t));
-        let table = match (&ns, &root) {
-            (Some(ns), Some(root)) if Some(ns) != self.own_ns.as_ref() => {
-                let key = (ns.clone(), root.clone());
-                let table = self.others.entry(key).or_insert_with(|| {
-                    let text = proc::read(&format!("{pid}/mountinfo")).ok()?;
-                    Some(Table::parse(&text, root))
-                });
-                match table {
-                    Some(t) => &*t,
-                    None => {
-                        denied.get_or_insert(format!("/proc/{pid}/mountinfo: not readable"));
-                        return self.unverified(stat, denied);
-                    }
-                }
-            }
-            _ => &self.ours,
-        };
-        let dirs: Vec<_> = self
-            .sweep
-            .dirs
-            .iter()
-            .map(|d| d.current(&self.ours))
-            .collect();
+        if linked.unseen {
+            return self.unverified(stat, linked.denied);
+        }
         let look = Look {
             pid,
             table,
-            dirs: &dirs,
-            root,
+            dirs,
+            root: linked.root,
         };
-        let held = look.look(cmdline, maps);
-        let denied = denied.or(held.denied);
+        let mut held = linked.held;
+        look.slow(&mut held, linked.cwd.as_deref(), cmdline, maps);
+        let denied = linked.denied.or(held.denied);
         if held.what.is_empty() {
             return self.unverified(stat, denied);
         }
-        let Some(uids) = self.same_process(stat).then(|| proc::uids(pid)).flatten() else {
+        let Some(uids) = same_process(stat).then(|| proc::uids(pid)).flatten() else {
             return;
         };
         let mut what = held.what;
@@ -210,7 +279,7 @@ impl Pass<'_> {
         let Some(why) = why else {
             return;
         };
-        if !self.same_process(stat) {
+        if !same_process(stat) {
             return;
         }
         self.scan.unverified.push(Unverified {
@@ -222,20 +291,32 @@ impl Pass<'_> {
         });
     }
 
-    /// Whether the pid still names the process whose stat began the look (not one that reused
-    /// its number since).
-    fn same_process(&self, stat: &Stat) -> bool {
-        proc::read(&format!("{}/stat", stat.pid))
-            .ok()
-            .and_then(|b| proc::stat(&b))
-            .is_some_and(|now| now.starttime == stat.starttime)
-    }
-
     fn started(&self, stat: &Stat) -> Started {
-        if stat.starttime > self.sweep.own_start {
+        if stat.starttime > self.own_start {
             Started::During
         } else {
             Started::Before
+        }
+    }
+}
+
+/// Whether the pid still names the process whose stat began the look (not one that reused its
+/// number since).
+fn same_process(stat: &Stat) -> bool {
+    proc::read(&format!("{}/stat", stat.pid))
+        .ok()
+        .and_then(|b| proc::stat(&b))
+        .is_some_and(|now| now.starttime == stat.starttime)
+}
+
+/// What a read gave, keeping the first reason one was denied.
+fn take<T>(got: Got<T>, denied: &mut Option<String>) -> Option<T> {
+    match got {
+        Got::Text(t) => Some(t),
+        Got::Gone => None,
+        Got::Denied(why) => {
+            denied.get_or_insert(why);
+            None
         }
     }
 }

@@ -50,3 +50,5 @@ mod newcomer;
 mod container;
 // What a stop costs vloer-run: nothing is read of what already exited.
 mod cost;
+// The folder sweep: what holds or names a swept folder, inside the run or not, as status shows it.
+mod sweep;

@@ -1,0 +1,588 @@
+//! The folder sweep as `status` shows it: each way a process holds or names DIR, identity across
+//! bind mounts, symlinks and mount namespaces, what never matches, and what cannot be looked at.
+
+use crate::harness::{self, is_root, path_str, skip, wait_until, Run, Running, AS_NOBODY};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// A temporary folder with the swept folder `work` in it.
+struct Folder {
+    tmp: tempfile::TempDir,
+}
+
+impl Folder {
+    fn new() -> Folder {
+        let tmp = harness::tempdir();
+        std::fs::create_dir_all(tmp.path().join("work/sub/deeper")).unwrap();
+        std::fs::write(tmp.path().join("work/file"), "data").unwrap();
+        Folder { tmp }
+    }
+
+    fn top(&self) -> &Path {
+        self.tmp.path()
+    }
+
+    fn dir(&self) -> PathBuf {
+        self.tmp.path().join("work")
+    }
+}
+
+/// A vloer-run serving a control socket, sweeping `--sweep` folders, around a long sleep.
+struct Instance {
+    run: Running,
+    sock: PathBuf,
+}
+
+impl Instance {
+    fn start(folder: &Folder, sweep: &[&Path]) -> Instance {
+        Instance::via(folder, sweep, &[])
+    }
+
+    fn via(folder: &Folder, sweep: &[&Path], wrapper: &[&str]) -> Instance {
+        let sock = folder.top().join("ctl.sock");
+        let mut args = vec!["--control".to_string(), path_str(&sock)];
+        for d in sweep {
+            args.extend(["--sweep".to_string(), path_str(d)]);
+        }
+        args.extend(["--".into(), "sleep".into(), "1000".into()]);
+        let run = Run::via(wrapper, &args).current_dir(Path::new("/")).start();
+        harness::wait_for_socket(&sock);
+        Instance { run, sock }
+    }
+
+    /// The `sweep` key of a status.
+    fn sweep(&self) -> serde_json::Value {
+        let out = Run::new(["status", "--control", &path_str(&self.sock)]).finish();
+        assert_eq!(out.code(), Some(0), "{out}");
+        let status: serde_json::Value = serde_json::from_str(out.stdout.trim())
+            .unwrap_or_else(|e| panic!("status is not JSON ({e}): {out}"));
+        status["sweep"].clone()
+    }
+
+    /// How `pid` holds or names a swept folder, per a status; None when it is not listed.
+    fn what(&self, pid: i32) -> Option<Vec<String>> {
+        let sweep = self.sweep();
+        let holder = sweep["holders"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no holders in {sweep}"))
+            .iter()
+            .find(|h| h["pid"] == pid)?;
+        Some(
+            holder["what"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w.as_str().unwrap().to_string())
+                .collect(),
+        )
+    }
+}
+
+/// A process the test started outside any vloer-run: SIGKILLed by pid and reaped on drop.
+struct Outside(Child);
+
+impl Outside {
+    /// Starts `sh -c SCRIPT` in `cwd`, with `env`, and waits until it runs `comm`.
+    fn start(script: &str, cwd: &Path, env: &[(&str, &Path)], comm: &str) -> Outside {
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", script])
+            .current_dir(cwd)
+            .stdin(Stdio::null());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        Outside::of(cmd, comm)
+    }
+
+    fn of(mut cmd: Command, comm: &str) -> Outside {
+        let p = Outside(cmd.spawn().expect("spawning a holder"));
+        let pid = p.pid();
+        wait_until(&format!("{pid} to run {comm}"), || harness::runs(pid, comm));
+        p
+    }
+
+    fn pid(&self) -> i32 {
+        self.0.id() as i32
+    }
+}
+
+impl Drop for Outside {
+    fn drop(&mut self) {
+        // Its children first (an `sh` waiting for its `sleep`), while it still holds them.
+        for pid in harness::descendants(self.pid()) {
+            harness::kill_pid(pid, libc::SIGKILL);
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A mount the test made, detached on drop.
+struct Mounted(PathBuf);
+
+impl Mounted {
+    fn bind(from: &Path, to: &Path) -> Option<Mounted> {
+        std::fs::create_dir_all(to).unwrap();
+        let ok = Command::new("mount")
+            .args(["--bind", &path_str(from), &path_str(to)])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            skip("mount --bind does not work here");
+            return None;
+        }
+        Some(Mounted(to.to_path_buf()))
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn what(list: &[&str]) -> Option<Vec<String>> {
+    Some(list.iter().map(|s| s.to_string()).collect())
+}
+
+fn needs_root(what: &str) -> bool {
+    !is_root() && skip(&format!("{what} needs root"))
+}
+
+#[test]
+fn a_working_directory_in_the_folder_or_below_it_holds_it() {
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let at = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
+    let deep = Outside::start("exec sleep 1000", &f.dir().join("sub/deeper"), &[], "sleep");
+    let beside = Outside::start("exec sleep 1000", f.top(), &[], "sleep");
+    // A relative argument is made absolute against the working directory: `1000` in the
+    // folder names the folder too.
+    assert_eq!(inst.what(at.pid()), what(&["cwd", "argv"]));
+    assert_eq!(inst.what(deep.pid()), what(&["cwd", "argv"]));
+    assert_eq!(inst.what(beside.pid()), None);
+    let sweep = inst.sweep();
+    assert_eq!(sweep["dirs"], serde_json::json!([path_str(&f.dir())]));
+    let holder = &sweep["holders"].as_array().unwrap()[0];
+    assert_eq!(holder["started"], "during", "{sweep}");
+    assert_eq!(holder["comm"], "sleep", "{sweep}");
+    assert_eq!(holder["uid"], nix::unistd::geteuid().as_raw(), "{sweep}");
+}
+
+#[test]
+fn a_root_in_the_folder_holds_it() {
+    if needs_root("chroot") {
+        return;
+    }
+    let f = Folder::new();
+    let busybox = f.dir().join("busybox");
+    if std::fs::copy("/bin/busybox", &busybox).is_err() {
+        skip("no static /bin/busybox (Debian package busybox-static)");
+        return;
+    }
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let mut cmd = Command::new("chroot");
+    cmd.args([&path_str(&f.dir()), "/busybox", "sleep", "1000"])
+        .current_dir("/");
+    let jailed = Outside::of(cmd, "busybox");
+    let got = inst
+        .what(jailed.pid())
+        .expect("the chrooted process is listed");
+    assert!(got.contains(&"root".to_string()), "{got:?}");
+}
+
+#[test]
+fn an_executable_in_the_folder_holds_it() {
+    let f = Folder::new();
+    let copy = f.dir().join("napper");
+    std::fs::copy("/bin/sleep", &copy).unwrap();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    // Its argv[0] is a plain name and its working directory is /: only the executable (and its
+    // mapping) matches.
+    let mut cmd = Command::new(&copy);
+    cmd.arg0("napper").arg("1000").current_dir("/");
+    let p = Outside::of(cmd, "napper");
+    assert_eq!(inst.what(p.pid()), what(&["exe", "map"]));
+}
+
+#[test]
+fn an_open_file_holds_the_folder_even_once_deleted() {
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let file = f.dir().join("file");
+    let gone = f.dir().join("sub/gone");
+    std::fs::write(&gone, "x").unwrap();
+    let script = "exec 3<\"$F\" 4<\"$G\"; exec sleep 1000";
+    let open = Outside::start(
+        script,
+        Path::new("/"),
+        &[("F", &file), ("G", &gone)],
+        "sleep",
+    );
+    assert_eq!(inst.what(open.pid()), what(&["fd"]));
+    let deleted = Outside::start(
+        "exec 3<\"$G\"; exec sleep 1000",
+        Path::new("/"),
+        &[("G", &gone)],
+        "sleep",
+    );
+    std::fs::remove_file(&gone).unwrap();
+    let link = std::fs::read_link(format!("/proc/{}/fd/3", deleted.pid())).unwrap();
+    assert!(path_str(&link).ends_with(" (deleted)"), "{link:?}");
+    assert_eq!(inst.what(deleted.pid()), what(&["fd"]));
+}
+
+#[test]
+fn a_file_backed_mapping_holds_the_folder() {
+    let f = Folder::new();
+    let lib = f.dir().join("libpreload.so");
+    let Some(source) = [
+        "/lib/x86_64-linux-gnu/libm.so.6",
+        "/lib/aarch64-linux-gnu/libm.so.6",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).exists()) else {
+        skip("no libm.so.6 to map");
+        return;
+    };
+    std::fs::copy(source, &lib).unwrap();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    // The loader maps the library and closes its descriptor: only the mapping is left.
+    let p = Outside::start(
+        "LD_PRELOAD=\"$L\" exec sleep 1000",
+        Path::new("/"),
+        &[("L", &lib)],
+        "sleep",
+    );
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", p.pid())).unwrap();
+    assert!(
+        maps.contains("libpreload.so"),
+        "the library is mapped: {maps}"
+    );
+    assert_eq!(inst.what(p.pid()), what(&["map"]));
+}
+
+#[test]
+fn an_argument_names_the_folder_absolute_or_relative_to_the_working_directory() {
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    // `sleep 1000; :` keeps sh from becoming sleep: the sh holds the arguments.
+    let script = "sleep 1000; :";
+    let absolute = format!("{}/sub/../not-yet", path_str(&f.dir()));
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script, "sh", &absolute]).current_dir("/");
+    let abs = Outside::of(cmd, "sh");
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script, "sh", "./work/./sub/../x"])
+        .current_dir(f.top());
+    let rel = Outside::of(cmd, "sh");
+    // The same relative argument from elsewhere names another folder.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script, "sh", "./work/./sub/../x"])
+        .current_dir("/");
+    let elsewhere = Outside::of(cmd, "sh");
+    for p in [&abs, &rel, &elsewhere] {
+        wait_until("the sh to start its sleep", || {
+            !harness::children(p.pid()).is_empty()
+        });
+    }
+    assert_eq!(inst.what(abs.pid()), what(&["argv"]));
+    assert_eq!(inst.what(rel.pid()), what(&["argv"]));
+    assert_eq!(inst.what(elsewhere.pid()), None);
+}
+
+#[test]
+fn a_bind_mount_of_the_folder_is_the_folder() {
+    if needs_root("mount --bind") {
+        return;
+    }
+    let f = Folder::new();
+    let view = f.top().join("elsewhere/view");
+    let Some(_mounted) = Mounted::bind(&f.dir(), &view) else {
+        return;
+    };
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let p = Outside::start("exec sleep 1000", &view.join("sub"), &[], "sleep");
+    let link = std::fs::read_link(format!("/proc/{}/cwd", p.pid())).unwrap();
+    assert!(
+        link.starts_with(&view),
+        "the kernel shows the view: {link:?}"
+    );
+    assert_eq!(inst.what(p.pid()), what(&["cwd", "argv"]));
+}
+
+#[test]
+fn another_mount_namespace_s_view_of_the_folder_is_the_folder() {
+    if needs_root("a mount namespace of root's") {
+        return;
+    }
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    // Inside: a tmpfs over `ns` that only that namespace sees, the folder bound at `ns/w` in it
+    // (as a container sees its volume at /w), and a working directory there. Its links read
+    // `.../ns/w/sub`, which in our namespace is no view of the folder at all.
+    let ns = f.top().join("ns");
+    std::fs::create_dir(&ns).unwrap();
+    let script = "mount -t tmpfs none \"$1\" && mkdir \"$1/w\" && mount --bind \"$2\" \"$1/w\" \
+                  && cd \"$1/w/sub\" && exec sleep 1000";
+    let Some(mut cmd) = harness::in_mount_ns(script, &[&path_str(&ns), &path_str(&f.dir())]) else {
+        return;
+    };
+    cmd.current_dir("/");
+    let p = Outside::of(cmd, "sleep");
+    // The unshare became sh (exec), which became sleep: the pid is the sleeper's.
+    let link = std::fs::read_link(format!("/proc/{}/cwd", p.pid())).unwrap();
+    assert_eq!(link, ns.join("w/sub"));
+    assert!(!ns.join("w").exists(), "our namespace has no w in ns");
+    let got = inst
+        .what(p.pid())
+        .expect("the namespaced process is listed");
+    assert!(got.contains(&"cwd".to_string()), "{got:?}");
+    // The same path in our namespace, held by a process of ours, is not the folder.
+    std::fs::create_dir_all(ns.join("w/sub")).unwrap();
+    let ours = Outside::start("exec sleep 1000", &ns.join("w/sub"), &[], "sleep");
+    assert_eq!(inst.what(ours.pid()), None);
+}
+
+#[test]
+fn a_symlink_to_the_folder_sweeps_the_folder_and_a_namesake_is_not_it() {
+    let f = Folder::new();
+    let link = f.top().join("link");
+    std::os::unix::fs::symlink(f.dir(), &link).unwrap();
+    let namesake = f.top().join("other/work");
+    std::fs::create_dir_all(&namesake).unwrap();
+    let inst = Instance::start(&f, &[&link]);
+    assert_eq!(
+        inst.sweep()["dirs"],
+        serde_json::json!([path_str(&f.dir())])
+    );
+    let p = Outside::start("exec sleep 1000", &link.join("sub"), &[], "sleep");
+    let q = Outside::start("exec sleep 1000", &namesake, &[], "sleep");
+    assert_eq!(inst.what(p.pid()), what(&["cwd", "argv"]));
+    assert_eq!(inst.what(q.pid()), None);
+}
+
+/// The kernel's clock in the ticks /proc/PID/stat counts start times in.
+fn ticks_now() -> u64 {
+    let up = std::fs::read_to_string("/proc/uptime").unwrap();
+    let secs: f64 = up.split_whitespace().next().unwrap().parse().unwrap();
+    (secs * 100.0) as u64
+}
+
+fn starttime(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = stat.rsplit_once(')').unwrap().1;
+    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_holder_from_before_the_run_is_listed_as_before_and_the_caller_never_matches() {
+    let f = Folder::new();
+    let early = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
+    let since = starttime(early.pid());
+    wait_until("a clock tick after the holder started", || {
+        ticks_now() > since + 1
+    });
+    // The caller: a shell in the folder that waits for vloer-run.
+    let sock = f.top().join("ctl.sock");
+    let script = "cd \"$1\" && \"$2\" --control \"$3\" --sweep \"$1\" -- sleep 1000; :";
+    let mut cmd = Command::new("sh");
+    cmd.args([
+        "-c",
+        script,
+        "sh",
+        &path_str(&f.dir()),
+        harness::bin(),
+        &path_str(&sock),
+    ])
+    .current_dir("/");
+    let run = Running::of(cmd.stdin(Stdio::null()).spawn().unwrap());
+    harness::wait_for_socket(&sock);
+    let inst = Instance { run, sock };
+    let sweep = inst.sweep();
+    let holders = sweep["holders"].as_array().unwrap();
+    let early_entry = holders.iter().find(|h| h["pid"] == early.pid());
+    assert_eq!(
+        early_entry.map(|h| &h["started"]),
+        Some(&serde_json::json!("before")),
+        "{sweep}"
+    );
+    assert!(
+        !holders.iter().any(|h| h["pid"] == inst.run.pid()),
+        "the caller's shell is not listed: {sweep}"
+    );
+    let vloer = harness::children(inst.run.pid());
+    assert!(
+        !holders
+            .iter()
+            .any(|h| vloer.contains(&(h["pid"].as_i64().unwrap() as i32))),
+        "{sweep}"
+    );
+}
+
+#[test]
+fn a_folder_that_does_not_exist_is_refused_and_nothing_starts() {
+    let f = Folder::new();
+    let marker = f.top().join("started");
+    let missing = f.top().join("missing");
+    let script = format!("touch {}", path_str(&marker));
+    for run in [
+        Run::new(["--sweep", &path_str(&missing), "--", "sh", "-c", &script]),
+        Run::new(["--", "sh", "-c", &script]).env("VLOER_SWEEP", &path_str(&missing)),
+        Run::new([
+            "--sweep",
+            &path_str(&f.dir().join("file")),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ]),
+    ] {
+        let out = run.finish();
+        assert_eq!(out.code(), Some(125), "{out}");
+        let messages = out.messages();
+        assert_eq!(messages.len(), 1, "{out}");
+        assert!(messages[0].starts_with("vloer-run: --sweep "), "{out}");
+        assert!(
+            messages[0].contains(&path_str(f.top())),
+            "it names the path: {out}"
+        );
+        assert!(!messages[0].contains("os error"), "in words: {out}");
+        assert!(!marker.exists(), "nothing was started: {out}");
+    }
+}
+
+#[test]
+fn a_run_that_is_not_root_cannot_look_at_root_s_processes() {
+    if needs_root("a root holder beside a run as nobody")
+        || !harness::works_here(&AS_NOBODY, "setpriv")
+    {
+        return;
+    }
+    let f = Folder::new();
+    std::fs::set_permissions(f.top(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(f.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let inst = Instance::via(&f, &[&f.dir()], &AS_NOBODY);
+    let root_holder = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(root_holder.pid()), None, "{sweep}");
+    let unverified = sweep["unverified"].as_array().expect("unverified");
+    let entry = unverified
+        .iter()
+        .find(|u| u["pid"] == root_holder.pid())
+        .unwrap_or_else(|| panic!("the root holder is unverified: {sweep}"));
+    assert_eq!(entry["started"], "during");
+    assert!(
+        entry["why"].as_str().unwrap().contains("permission denied"),
+        "{entry}"
+    );
+    // Root's processes from before the run are there too, as before (the test's own are
+    // vloer-run's ancestors, which are never looked at).
+    assert!(
+        unverified.iter().any(|u| u["started"] == "before"),
+        "{sweep}"
+    );
+    assert!(
+        !unverified.iter().any(|u| u["pid"] == std::process::id()),
+        "{sweep}"
+    );
+}
+
+#[test]
+fn a_proc_that_hides_processes_proves_nothing() {
+    if needs_root("mounting /proc") {
+        return;
+    }
+    let f = Folder::new();
+    let sock = f.top().join("ctl.sock");
+    let script = "mount -t proc -o hidepid=2 proc /proc && exec \"$1\" --control \"$2\" \
+                  --sweep \"$3\" -- sleep 1000";
+    let Some(mut cmd) = harness::in_mount_ns(
+        script,
+        &[harness::bin(), &path_str(&sock), &path_str(&f.dir())],
+    ) else {
+        return;
+    };
+    let run = Running::of(cmd.current_dir("/").stdin(Stdio::null()).spawn().unwrap());
+    harness::wait_for_socket(&sock);
+    let inst = Instance { run, sock };
+    let sweep = inst.sweep();
+    let error = sweep["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an error: {sweep}"));
+    assert!(error.contains("hidepid"), "{error}");
+}
+
+#[test]
+fn a_hung_filesystem_in_the_folder_does_not_hang_a_scan() {
+    if needs_root("mounting a FUSE filesystem") {
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        skip("no /dev/fuse here");
+        return;
+    }
+    let f = Folder::new();
+    let mnt = f.dir().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let _mounted = Mounted(mnt.clone());
+    let server = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/hung_fuse.py");
+    let mut cmd = Command::new("python3");
+    cmd.args([server, &path_str(&mnt)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut server = Outside(cmd.spawn().expect("python3"));
+    let mut ready = String::new();
+    let stdout = server.0.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut ready).unwrap();
+    if ready.trim() != "ready" {
+        skip("the FUSE server could not mount here");
+        return;
+    }
+    let file = mnt.join("f");
+    let holder = Outside::start(
+        "exec 3<\"$F\"; exec sleep 1000",
+        Path::new("/"),
+        &[("F", &file)],
+        "sleep",
+    );
+    // Ended before the holder, whose exit flushes its file through the server.
+    let _server_first = KillFirst(server.pid());
+    let inst = Instance::start(&f, &[&f.dir()]);
+    harness::kill_pid(server.pid(), libc::SIGSTOP);
+    wait_until("the server to stop", || {
+        harness::state(server.pid()) == Some('T')
+    });
+    // The filesystem is hung now: a stat of the file waits for the server until it is killed
+    // (`timeout -s KILL` kills its own group, itself included).
+    let start = std::time::Instant::now();
+    let stat = Command::new("timeout")
+        .args(["-s", "KILL", "1", "stat", &path_str(&file)])
+        .status()
+        .unwrap();
+    assert!(!stat.success(), "stat waited for the stopped server");
+    assert!(
+        start.elapsed() >= std::time::Duration::from_millis(900),
+        "{stat:?}"
+    );
+    let start = std::time::Instant::now();
+    let got = inst.what(holder.pid());
+    let took = start.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "the scan took {took:?}"
+    );
+    // A file on a filesystem mounted inside the folder lies in the folder.
+    assert_eq!(got, what(&["fd"]));
+}
+
+/// SIGKILLs a process of the test's own (its unreaped child) when dropped.
+struct KillFirst(i32);
+
+impl Drop for KillFirst {
+    fn drop(&mut self) {
+        harness::kill_pid(self.0, libc::SIGKILL);
+    }
+}
