@@ -24,7 +24,7 @@ pub fn spawned(pid: Pid) {
     }
 }
 
-fn was_spawned(p: &Proc) -> bool {
+pub(super) fn was_spawned(p: &Proc) -> bool {
     SPAWNED
         .lock()
         .unwrap_or_else(|e| e.into_inner())

@@ -36,11 +36,17 @@ fn occupants(pgid: Pid) -> Result<Occupants, String> {
     })
 }
 
-/// Whether the kernel proves that no process of the run is in group `pgid`: the group is
-/// empty, or the run has no process left at all (vloer-run, the reaper of every descendant, has
-/// no child), whoever from outside the run holds the group.
+/// Whether the kernel proves that no process of the run is in the child's group `pgid`: the
+/// group is empty, the run has no process left at all (vloer-run, the reaper of every
+/// descendant, has no child), or the number names another group now.
 pub(super) fn none_of_ours(pgid: Pid) -> bool {
-    is_empty(pgid) || matches!(sys::children_left(), Ok(sys::Children::None))
+    is_empty(pgid) || matches!(sys::children_left(), Ok(sys::Children::None)) || taken_over(pgid)
+}
+
+/// Whether the number now names another group: a process vloer-run did not start holds the
+/// pid, which the kernel gives out again only once the child's group had emptied for good.
+fn taken_over(pgid: Pid) -> bool {
+    matches!(proctable::read(pgid), Ok(Some(p)) if !super::exec::was_spawned(&p))
 }
 
 /// After a scan that found no live member: empty only on the kernel's word (see `none_of_ours`).

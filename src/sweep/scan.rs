@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 /// Processes whose slow reads go to the reader thread in one hand-over.
 const BATCH: usize = 128;
 
+/// How many times a scan lists /proc again for processes that appeared while it looked.
+const RELISTS: usize = 16;
+
 pub fn scan(sweep: &Sweep) -> Scan {
     let mut scan = Scan::default();
     let ours = match proc::read("self/mountinfo") {
@@ -25,28 +28,64 @@ pub fn scan(sweep: &Sweep) -> Scan {
     };
     // An answer that cannot see every process proves nothing.
     scan.error = crate::proctable::files::hides_processes();
-    let stats = match all_stats() {
-        Ok(s) => s,
+    let names = match list_pids() {
+        Ok(n) => n,
         Err(why) => {
             scan.error = Some(why);
             return scan;
         }
     };
+    let stats = stats_of(&names);
     let skip = own_line(&stats);
-    let looked: Vec<&Stat> = stats
-        .iter()
-        .filter(|s| !s.kernel_thread && !matches!(s.state, 'Z' | 'X' | 'x'))
-        .filter(|s| !skip.contains(&s.pid))
-        .collect();
     let dirs: Vec<Ident> = sweep.dirs.iter().map(|d| d.current(&ours)).collect();
     let own_ns = proc::link("self/ns/mnt").ok();
-    // The links on two threads of their own (they are most of a pass's work, nearly all of it
-    // in the kernel) while this one has the reader thread read command lines and maps.
+    let mut pass = Pass {
+        own_start: sweep.own_start,
+        scan,
+    };
+    let mut seen: HashSet<Pid> = names.into_iter().collect();
+    let mut batch = stats;
+    for _ in 0..RELISTS {
+        let looked: Vec<&Stat> = batch
+            .iter()
+            .filter(|s| !s.kernel_thread && !matches!(s.state, 'Z' | 'X' | 'x'))
+            .filter(|s| !skip.contains(&s.pid))
+            .collect();
+        let (linked, others, slow) = inspect(&looked, own_ns.as_ref(), &ours, &dirs);
+        for ((stat, linked), (cmdline, maps)) in looked.iter().zip(linked).zip(slow) {
+            pass.finish(stat, linked, &ours, &others, &dirs, cmdline, maps);
+        }
+        // What appeared while this pass looked: a process that keeps forking away from its pid
+        // is only ever in a listing made after it moved, so the scan follows until a listing
+        // shows nothing new (or a busy machine's churn runs out the rounds).
+        let newer: Vec<Pid> = match list_pids() {
+            Ok(n) => n.into_iter().filter(|p| seen.insert(*p)).collect(),
+            Err(why) => {
+                pass.scan.error = Some(why);
+                break;
+            }
+        };
+        if newer.is_empty() {
+            break;
+        }
+        batch = stats_of(&newer);
+    }
+    pass.scan
+}
+
+/// The links of `looked` on two threads of their own (they are most of a pass's work, nearly all
+/// of it in the kernel) while this one has the reader thread read command lines and maps.
+fn inspect(
+    looked: &[&Stat],
+    own_ns: Option<&Vec<u8>>,
+    ours: &Table,
+    dirs: &[Ident],
+) -> (Vec<Linked>, Others, Vec<Slow>) {
     let half = looked.len().div_ceil(2);
     // A thread that cannot be made (a fork storm at the pids limit) leaves its part to the
     // end, on this thread.
-    let (linked, others, slow) = std::thread::scope(|s| {
-        let pass = |part| link_pass(part, own_ns.as_ref(), &ours, &dirs);
+    std::thread::scope(|s| {
+        let pass = |part| link_pass(part, own_ns, ours, dirs);
         let parts: Vec<_> = looked
             .chunks(half.max(1))
             .map(|part| {
@@ -67,28 +106,27 @@ pub fn scan(sweep: &Sweep) -> Scan {
             others.extend(o);
         }
         (linked, others, slow)
-    });
-    let mut pass = Pass {
-        own_start: sweep.own_start,
-        scan,
-    };
-    for ((stat, linked), (cmdline, maps)) in looked.iter().zip(linked).zip(slow) {
-        pass.finish(stat, linked, &ours, &others, &dirs, cmdline, maps);
-    }
-    pass.scan
+    })
 }
 
-fn all_stats() -> Result<Vec<Stat>, String> {
-    let names = match proc::list(".") {
-        Got::Text(n) => n,
-        Got::Gone | Got::Denied(_) => return Err("cannot list /proc".into()),
-    };
-    Ok(names
-        .iter()
-        .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        .filter_map(|n| proc::read(&format!("{n}/stat")).ok())
+/// Every pid /proc lists now.
+fn list_pids() -> Result<Vec<Pid>, String> {
+    match proc::list(".") {
+        Got::Text(n) => Ok(n
+            .iter()
+            .filter_map(|n| n.parse::<i32>().ok())
+            .map(Pid::from_raw)
+            .collect()),
+        Got::Gone | Got::Denied(_) => Err("cannot list /proc".into()),
+    }
+}
+
+/// The stat of each of `pids` still there.
+fn stats_of(pids: &[Pid]) -> Vec<Stat> {
+    pids.iter()
+        .filter_map(|p| proc::read(&format!("{p}/stat")).ok())
         .filter_map(|b| proc::stat(&b))
-        .collect())
+        .collect()
 }
 
 /// vloer-run and its ancestors (the caller waiting for it): never matches.

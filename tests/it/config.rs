@@ -212,7 +212,7 @@ fn a_bad_variable_is_named_with_what_it_accepts_never_as_a_flag() {
             "VLOER_SWEEP",
             "/nonexistent-dir",
             "--sweep",
-            "No such file or directory",
+            "does not exist",
         ),
         (
             "VLOER_SWEEP_STRICT",

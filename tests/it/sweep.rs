@@ -49,6 +49,9 @@ impl Instance {
         args.extend(["--".into(), "sleep".into(), "1000".into()]);
         let run = Run::via(wrapper, &args).current_dir(Path::new("/")).start();
         harness::wait_for_socket(&sock);
+        // What the test starts from now on starts in a later clock tick (10 ms) than the run:
+        // a process of the run's own tick counts as started before it.
+        std::thread::sleep(std::time::Duration::from_millis(30));
         Instance { run, sock }
     }
 
@@ -428,23 +431,36 @@ fn a_folder_that_does_not_exist_is_refused_and_nothing_starts() {
     let marker = f.top().join("started");
     let missing = f.top().join("missing");
     let script = format!("touch {}", path_str(&marker));
-    for run in [
-        Run::new(["--sweep", &path_str(&missing), "--", "sh", "-c", &script]),
-        Run::new(["--", "sh", "-c", &script]).env("VLOER_SWEEP", &path_str(&missing)),
-        Run::new([
+    // Named as it was given: the flag, or the variable.
+    for (run, named) in [
+        (
+            Run::new(["--sweep", &path_str(&missing), "--", "sh", "-c", &script]),
             "--sweep",
-            &path_str(&f.dir().join("file")),
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ]),
+        ),
+        (
+            Run::new(["--", "sh", "-c", &script]).env("VLOER_SWEEP", &path_str(&missing)),
+            "VLOER_SWEEP",
+        ),
+        (
+            Run::new([
+                "--sweep",
+                &path_str(&f.dir().join("file")),
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ]),
+            "--sweep",
+        ),
     ] {
         let out = run.finish();
         assert_eq!(out.code(), Some(125), "{out}");
         let messages = out.messages();
         assert_eq!(messages.len(), 1, "{out}");
-        assert!(messages[0].starts_with("vloer-run: --sweep "), "{out}");
+        assert!(
+            messages[0].starts_with(&format!("vloer-run: {named} ")),
+            "{out}"
+        );
         assert!(
             messages[0].contains(&path_str(f.top())),
             "it names the path: {out}"
@@ -492,16 +508,22 @@ fn a_run_that_is_not_root_cannot_look_at_root_s_processes() {
 
 #[test]
 fn a_proc_that_hides_processes_proves_nothing() {
-    if needs_root("mounting /proc") {
+    // hidepid hides other users' processes from a run that is not root (root sees them all).
+    if needs_root("mounting /proc") || !harness::works_here(&AS_NOBODY, "setpriv") {
         return;
     }
     let f = Folder::new();
+    std::fs::set_permissions(f.top(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let sock = f.top().join("ctl.sock");
-    let script = "mount -t proc -o hidepid=2 proc /proc && exec \"$1\" --control \"$2\" \
-                  --sweep \"$3\" -- sleep 1000";
+    let script = "mount -t proc -o hidepid=2 proc /proc && exec setpriv --reuid 65534 \
+                  --regid 65534 --clear-groups \"$1\" --control \"$2\" --sweep \"$3\" -- sleep 1000";
     let Some(mut cmd) = harness::in_mount_ns(
         script,
-        &[harness::bin(), &path_str(&sock), &path_str(&f.dir())],
+        &[
+            harness::bin_for_others(),
+            &path_str(&sock),
+            &path_str(&f.dir()),
+        ],
     ) else {
         return;
     };
