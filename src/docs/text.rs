@@ -81,6 +81,8 @@ A process that cannot be looked at is **unverified**: as non-root, another user'
 A scan never waits on a hung filesystem (a FUSE server that stopped answering, an NFS server that is gone): identities come from /proc alone, from the link texts of `cwd`, `root`, `exe` and `fd/N`, the mount id in `fdinfo`, the device and path in `maps`, and each mount namespace's `mountinfo`, never from a stat(2) that would reach the file's server. The command line and maps, whose reads take the process's memory lock, are read on a helper thread and given up after 200 ms (the process is then unverified).
 
 `vloer-run status` lists the current holders and namers, inside the tree or not, under `sweep`, in the form of the verdict's `sweep` field.
+
+What the sweep cannot see yet, outside the run's tree (inside it, the tree's own proof holds): a process that forks away from its pid faster than a scan reads one process (a new pid every few hundred microseconds) may be missed by every scan; only the main thread's working directory, root and file table are read, so a thread with its own (unshare(CLONE_FS), unshare(CLONE_FILES)) or a process whose main thread exited while others work on is not seen; a file on a mount that was detached (`umount -l`) is judged by its path alone; and once DIR is deleted, a new folder created under its old name may be taken for it.
 "#;
 
 pub(super) const VERDICT: &str = r#"
