@@ -82,7 +82,7 @@ A scan never waits on a hung filesystem (a FUSE server that stopped answering, a
 
 `vloer-run status` lists the current holders and namers, inside the tree or not, under `sweep`, in the form of the verdict's `sweep` field.
 
-What the sweep cannot see yet, outside the run's tree (inside it, the tree's own proof holds): a process that forks away from its pid faster than a scan reads one process (a new pid every few hundred microseconds) may be missed by every scan; only the main thread's working directory, root and file table are read, so a thread with its own (unshare(CLONE_FS), unshare(CLONE_FILES)) or a process whose main thread exited while others work on is not seen; a file on a mount that was detached (`umount -l`) is judged by its path alone; and once DIR is deleted, a new folder created under its old name may be taken for it.
+What the sweep cannot see yet, outside the run's tree (inside it, the tree's own proof holds): a process that forks away from its pid faster than a scan reads one process (a new pid every few hundred microseconds) may be missed by every scan; every thread's working directory and root are read, but only the main thread's file table (every thread's once the main thread has exited), so a thread with a file table of its own (unshare(CLONE_FILES)) is not seen; a file on a mount that was detached (`umount -l`) is judged by its path alone; and once DIR is deleted, a new folder created under its old name may be taken for it.
 "#;
 
 pub(super) const VERDICT: &str = r#"

@@ -87,6 +87,32 @@ impl Look<'_> {
         (held, cwd)
     }
 
+    /// Adds what the other threads hold: a thread may have unshared its working directory and
+    /// root, and when the main thread has exited (`leader_gone`) its own links show nothing, so
+    /// each thread's open files are read too.
+    pub fn threads(&self, leader_gone: bool, held: &mut Held) {
+        /// Threads looked at beyond the main one; a process with more shares its links anyway.
+        const MOST: usize = 256;
+        let Some(tids) = proc::list(&format!("{}/task", self.pid)).ok() else {
+            return;
+        };
+        let me = self.pid.to_string();
+        for tid in tids.iter().filter(|t| **t != me).take(MOST) {
+            let Some(task) = proc::Dir::open_task(self.pid, tid).ok() else {
+                continue;
+            };
+            for (name, what) in [("cwd", What::Cwd), ("root", What::Root)] {
+                let path = task.link(name).ok().and_then(|t| mounts::link_path(&t));
+                if path.is_some_and(|p| self.holds(&p, None)) {
+                    held.add(what);
+                }
+            }
+            if leader_gone && self.any_fd(&task, held) {
+                held.add(What::Fd);
+            }
+        }
+    }
+
     /// Adds what the two reads that take the process's memory lock show (made on the reader
     /// thread): its maps and its arguments.
     pub fn slow(

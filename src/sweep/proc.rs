@@ -80,14 +80,24 @@ pub struct Dir {
 
 impl Dir {
     pub fn open(pid: Pid) -> Got<Dir> {
+        Dir::open_at(pid, &pid.to_string())
+    }
+
+    /// One thread's folder (`PID/task/TID`): its own working directory, root and file table,
+    /// where it unshared them.
+    pub fn open_task(pid: Pid, tid: &str) -> Got<Dir> {
+        Dir::open_at(pid, &format!("{pid}/task/{tid}"))
+    }
+
+    fn open_at(pid: Pid, name: &str) -> Got<Dir> {
         let root = match files::root() {
             Ok(r) => r,
             Err(e) => return Got::Denied(e.0),
         };
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        match nix::fcntl::openat(root, pid.to_string().as_str(), flags, Mode::empty()) {
+        match nix::fcntl::openat(root, name, flags, Mode::empty()) {
             Ok(fd) => Got::Text(Dir { pid, fd }),
-            Err(e) => judged(&pid.to_string(), io::Error::from(e)),
+            Err(e) => judged(name, io::Error::from(e)),
         }
     }
 
@@ -161,6 +171,18 @@ pub struct Stat {
     pub ppid: Pid,
     pub kernel_thread: bool,
     pub starttime: u64,
+    pub threads: u64,
+}
+
+impl Stat {
+    /// Alive while any of its threads is: a zombie main thread with others left still works.
+    pub fn is_live(&self) -> bool {
+        match self.state {
+            'Z' => self.threads > 1,
+            'X' | 'x' => false,
+            _ => true,
+        }
+    }
 }
 
 /// Parses a stat line: comm is what lies between the first `(` and the last `)`.
@@ -184,6 +206,7 @@ pub fn stat(bytes: &[u8]) -> Option<Stat> {
         ppid: Pid::from_raw(f.get(1)?.parse().ok()?),
         kernel_thread: f.get(6)?.parse::<u64>().ok()? & PF_KTHREAD != 0,
         starttime: f.get(19)?.parse().ok()?,
+        threads: f.get(17)?.parse().ok()?,
     })
 }
 

@@ -48,7 +48,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
     for _ in 0..RELISTS {
         let looked: Vec<&Stat> = batch
             .iter()
-            .filter(|s| !s.kernel_thread && !matches!(s.state, 'Z' | 'X' | 'x'))
+            .filter(|s| !s.kernel_thread && s.is_live())
             .filter(|s| !skip.contains(&s.pid))
             .collect();
         let (linked, others, slow) = inspect(&looked, own_ns.as_ref(), &ours, &dirs);
@@ -242,7 +242,10 @@ fn link_pass(
                 dirs,
                 root: root.clone(),
             };
-            let (held, cwd) = look.links(&dir);
+            let (mut held, cwd) = look.links(&dir);
+            if stat.threads > 1 {
+                look.threads(stat.state == 'Z', &mut held);
+            }
             Linked {
                 key,
                 root,

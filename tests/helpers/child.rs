@@ -26,6 +26,11 @@
 //!                                orphaned to the subreaper; the child exits once the first has
 //!                                joined its group. READY gets the child's pid, then the
 //!                                subreaper's; LOG every hopper's
+//!   thread-cwd unshare|leader READY
+//!                                a thread moves into the folder $HELPER_DIR (named in no argument):
+//!                                with `unshare` it has a working directory of its own while the
+//!                                main thread stays where it was; with `leader` the main thread
+//!                                exits (pthread_exit) once the thread is there; publishes its pid
 //!   join-group PGID READY        SIGTERM ignored; moves into process group PGID (of its session),
 //!                                publishes its pid and sleeps
 //!   many N READY [--then-exit]   forks N sleepers, publishes all pids (its own first), then reaps
@@ -117,6 +122,7 @@ fn main() {
             fork_loop(ready, log, hop, fast)
         }
         ("subreaper-hop", [ready, log]) => subreaper_hop(ready, log),
+        ("thread-cwd", [how, ready]) => thread_cwd(how == "unshare", ready),
         ("join-group", [pgid, ready]) => {
             ignore(libc::SIGTERM);
             let pgid: i32 = pgid
@@ -363,6 +369,34 @@ fn subreaper_hop(ready: &str, log: &str) -> ! {
         .unwrap_or_else(|_| die("the subreaper did not report its pid"));
     publish(ready, &[group, subreaper]);
     exit(0)
+}
+
+fn thread_cwd(unshare: bool, ready: &str) -> ! {
+    let dir = std::env::var_os("HELPER_DIR").unwrap_or_else(|| die("no HELPER_DIR"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // SAFETY: plain integer argument; only this thread's filesystem context is unshared.
+        if unshare && unsafe { libc::unshare(libc::CLONE_FS) } != 0 {
+            die(&format!("unshare: {}", std::io::Error::last_os_error()));
+        }
+        if let Err(e) = std::env::set_current_dir(&dir) {
+            die(&format!("chdir: {e}"));
+        }
+        let _ = tx.send(());
+        sleep_forever()
+    });
+    let _ = rx.recv();
+    publish(ready, &[getpid()]);
+    if unshare {
+        sleep_forever()
+    }
+    // The raw exit(2) ends this thread only (glibc's pthread_exit would unwind through Rust's
+    // frames and abort; see `pthread_exit_leader`).
+    // SAFETY: the other thread touches nothing on this thread's stack.
+    unsafe {
+        libc::syscall(libc::SYS_exit, 0);
+    }
+    unreachable!("exit(2) returned")
 }
 
 fn many(n: usize, ready: &str, then_exit: bool) -> ! {

@@ -561,3 +561,48 @@ fn a_folder_renamed_during_the_run_is_still_swept_where_it_went() {
     assert!(!holders.iter().any(|h| h["pid"] == other_pid), "{f}");
     assert_eq!(v["stopped"], true, "{f}");
 }
+
+#[test]
+fn a_thread_that_works_in_the_folder_is_found() {
+    // A thread with a working directory of its own, and a process whose main thread exited
+    // while another works on in the folder: neither shows the folder in /proc/PID/cwd.
+    for how in ["unshare", "leader"] {
+        let dir = harness::tempdir();
+        let folder = dir.path().join("w");
+        std::fs::create_dir(&folder).unwrap();
+        let ready = dir.path().join("ready");
+        let folder_s = harness::path_str(&folder);
+        let run = Run::new(["--sweep", &folder_s, "--", "sleep", "0.5"]).start();
+        std::thread::sleep(Duration::from_millis(100));
+        let mut worker = Command::new(harness::helper())
+            .args(["thread-cwd", how, &harness::path_str(&ready)])
+            .env("HELPER_DIR", &folder)
+            .current_dir("/")
+            .spawn()
+            .expect("the helper");
+        let pid = harness::wait_for_pids(&ready)[0];
+        let f = run.finish();
+        // Alive while a thread is: a main thread that exited shows Z.
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+        let alive = harness::state(pid).is_some_and(|s| s != 'Z' || threads > 1);
+        let _ = worker.kill();
+        let _ = worker.wait();
+        let v = f.verdict();
+        assert!(
+            !alive || v["stopped"] == false,
+            "{how}: stopped:true while {pid} works on: {f}"
+        );
+        let holders = v["sweep"]["holders"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            holders.iter().any(|h| h["pid"] == pid
+                && h["what"]
+                    .as_array()
+                    .is_some_and(|w| w.contains(&"cwd".into()))),
+            "{how}: not found by its thread's working directory: {f}"
+        );
+        assert!(!alive, "{how}: {f}");
+    }
+}
