@@ -28,7 +28,7 @@ impl RunConfig {
             false => Some(
                 Sweep::resolve(&args.stop.sweep, args.stop.sweep_strict).map_err(|e| {
                     // Named as the user gave it: a Dockerfile author has no --sweep anywhere.
-                    match sweep_from_environment() {
+                    match sweep_from_environment(&args.stop.sweep) {
                         true => anyhow::anyhow!(
                             "{}",
                             format!("{e:#}").replacen("--sweep", "VLOER_SWEEP", 1)
@@ -51,10 +51,11 @@ impl RunConfig {
     }
 }
 
-/// Whether the swept folders came from `VLOER_SWEEP`: no `--sweep` before the command.
-fn sweep_from_environment() -> bool {
-    !std::env::args_os()
-        .skip(1)
-        .take_while(|a| a != "--")
-        .any(|a| a == "--sweep" || a.as_encoded_bytes().starts_with(b"--sweep="))
+/// Whether the swept folder came from `VLOER_SWEEP`: one folder, the variable's own value (a
+/// flag beats the variable, so the same value from both is named either way).
+fn sweep_from_environment(dirs: &[std::path::PathBuf]) -> bool {
+    match (dirs, std::env::var_os("VLOER_SWEEP")) {
+        ([dir], Some(var)) => dir.as_os_str() == var,
+        _ => false,
+    }
 }

@@ -9,8 +9,10 @@ use nix::unistd::Pid;
 use std::collections::HashSet;
 use std::sync::Mutex;
 
-/// Every process vloer-run started itself (the main child, each exec's), by identity: vloer-run's
-/// own children are never taken for orphans it adopted.
+/// Every process vloer-run started itself (the main child, each exec's) and has not reaped yet,
+/// by identity: vloer-run's own children are never taken for orphans it adopted, and once one is
+/// reaped, no process is it any more, even one that took its pid within the same clock tick
+/// (where the start time, in ticks, is the same).
 static SPAWNED: Mutex<Vec<(Pid, u64)>> = Mutex::new(Vec::new());
 
 /// Records a process vloer-run just started, while it is its unreaped child (so the pid names
@@ -24,6 +26,15 @@ pub fn spawned(pid: Pid) {
     }
 }
 
+/// vloer-run reaped `pid`: if it started it, that process is gone for good.
+pub fn reaped(pid: Pid) {
+    SPAWNED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .retain(|(p, _)| *p != pid);
+}
+
+/// Whether `p` is a process vloer-run started and has not reaped.
 pub(super) fn was_spawned(p: &Proc) -> bool {
     SPAWNED
         .lock()
@@ -59,8 +70,9 @@ enum Origin {
 }
 
 impl ExecScope {
+    /// The exec's own process: until it is reaped, its pid can name nothing else.
     fn is_root(&self, p: &Proc) -> bool {
-        p.pid == self.root && p.starttime == self.root_start
+        p.pid == self.root && p.starttime == self.root_start && was_spawned(p)
     }
 
     /// In the exec's group or session by number, and not older than the exec.
@@ -73,7 +85,7 @@ impl ExecScope {
     /// was reaped and its group emptied) and leads a group of its own.
     fn group_is_ours(&self) -> bool {
         match proctable::read(self.root) {
-            Ok(Some(p)) => p.starttime == self.root_start,
+            Ok(Some(p)) => self.is_root(&p),
             Ok(None) => true,
             // Unreadable: its group is not taken as the exec's.
             Err(_) => false,
@@ -209,11 +221,12 @@ mod tests {
 
     #[test]
     fn a_process_that_took_the_execs_pid_is_neither_the_exec_nor_its_group() {
-        // The exec's pid now names a live process with another start time: this test itself.
+        // The exec's pid now names a live process (this test itself) that vloer-run did not
+        // start, even with the same start time: a pid recycled within one clock tick.
         let me = proctable::read(nix::unistd::getpid()).unwrap().unwrap();
         let scope = ExecScope {
             root: me.pid,
-            root_start: me.starttime.saturating_sub(1),
+            root_start: me.starttime,
             id: 1,
         };
         // A child of the main child's shell, say, which took the number.

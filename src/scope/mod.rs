@@ -4,7 +4,7 @@
 mod exec;
 mod group;
 
-pub use exec::{marker, spawned, ExecScope};
+pub use exec::{marker, reaped, spawned, ExecScope};
 
 use crate::proctable::{self, Proc, ProcError};
 use crate::sys;

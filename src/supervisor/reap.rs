@@ -42,6 +42,7 @@ impl Supervisor {
             };
             if matches!(state, ChildState::Exited(_) | ChildState::Signaled(_)) {
                 done.ended += 1;
+                crate::scope::reaped(pid);
             }
             let is_main = Some(pid) == self.child.pid();
             let name = Named {

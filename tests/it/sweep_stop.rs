@@ -437,24 +437,22 @@ fn a_proc_that_hides_processes_proves_nothing() {
 
 #[test]
 fn a_worker_started_while_the_tree_still_stops_is_found_by_the_proof_after_it() {
-    // The child's TERM trap takes a second to end; the folder, swept clean at the stop's start,
+    // The child's TERM trap takes a while to end; the folder, swept clean at the stop's start,
     // gets a new worker meanwhile. The proof is made after the tree's own stop, and finds it.
     let dir = harness::tempdir();
     let folder = dir.path().join("w");
     std::fs::create_dir(&folder).unwrap();
+    let ready = dir.path().join("ready");
     let folder_s = harness::path_str(&folder);
-    let run = Run::new([
-        "--sweep",
-        &folder_s,
-        "--timeout",
-        "300ms",
-        "--",
-        "sh",
-        "-c",
-        "trap 'sleep 1; exit 0' TERM; sleep 30 & wait",
-    ])
-    .start();
-    std::thread::sleep(Duration::from_millis(700));
+    let script = format!(
+        "trap 'sleep 2; exit 0' TERM; echo $$ > {r}.tmp && mv {r}.tmp {r}; sleep 30 & wait",
+        r = harness::path_str(&ready)
+    );
+    let run = Run::new(["--sweep", &folder_s, "--", "sh", "-c", &script]).start();
+    harness::wait_for_pids(&ready);
+    run.signal(libc::SIGTERM);
+    // The stop has begun and swept the folder clean; the trap runs for two seconds more.
+    std::thread::sleep(Duration::from_millis(300));
     let mut worker = Command::new("sleep")
         .arg("30")
         .current_dir(&folder)
@@ -466,6 +464,10 @@ fn a_worker_started_while_the_tree_still_stops_is_found_by_the_proof_after_it() 
     let _ = worker.kill();
     let _ = worker.wait();
     let v = f.verdict();
+    assert!(
+        f.elapsed > Duration::from_millis(1500),
+        "the trap did not hold the stop: {f}"
+    );
     assert!(
         !alive || v["stopped"] == false,
         "stopped:true while {wpid} worked in the folder: {f}"
