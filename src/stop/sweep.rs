@@ -27,6 +27,8 @@ pub struct SweepStop {
     kill_end: Instant,
     /// Over: clean, given up, or nothing left that it may stop.
     done: bool,
+    /// A match it signalled may still be alive: it scans again at every tick.
+    waiting: bool,
     /// The run's own stop is over: only scans after that count for the proof, as until then
     /// the tree's processes (a TERM trap, say) may still start a process in the folder.
     after_tree: bool,
@@ -74,6 +76,7 @@ impl SweepStop {
             grace_end: now + grace,
             kill_end: now + grace + kill_timeout,
             done: false,
+            waiting: false,
             after_tree: false,
             signalled: HashMap::new(),
             scope,
@@ -90,14 +93,17 @@ impl SweepStop {
         s
     }
 
-    /// Over, and its proof (if any) made after the run's own stop.
+    /// Over: proven, given up, or with nothing left that it may stop; never before the run's
+    /// own stop is.
     pub fn is_done(&self) -> bool {
         self.done && self.after_tree
     }
 
-    /// The next moment the sweep must scan without an event.
+    /// The next moment the sweep must scan without an event: while a match it signalled may
+    /// still be alive (no exit of theirs wakes the run). Otherwise it waits for the run's own
+    /// stop to end (see `tree_done`).
     pub fn deadline(&self) -> Option<Instant> {
-        (!self.done).then(|| self.kill_end.min(Instant::now() + TICK))
+        (!self.done && self.waiting).then(|| self.kill_end.min(Instant::now() + TICK))
     }
 
     /// The control clients connected now: they, and the processes waiting for them, are never
@@ -110,26 +116,23 @@ impl SweepStop {
         self.clients = clients;
     }
 
-    /// The run's own stop is over: a sweep that proved the folder quiet before proves it again
-    /// now, by scans that come after it.
+    /// The run's own stop is over: from now on a clean scan counts for the proof (until now the
+    /// tree's processes, a TERM trap say, could still start one in the folder).
     pub fn tree_done(&mut self, now: Instant) {
-        if std::mem::replace(&mut self.after_tree, true) {
+        if std::mem::replace(&mut self.after_tree, true) || self.done {
             return;
         }
-        if self.done && self.clean >= CLEAN_SCANS {
-            self.done = false;
-            self.clean = 0;
-            self.step(now);
-        }
+        self.step(now);
     }
 
     /// Time passed: scan, signal, give up after the kill timeout.
     pub fn progress(&mut self, now: Instant) {
-        if self.done {
+        if self.done || !self.waiting {
             return;
         }
         if now >= self.kill_end {
-            self.done = true;
+            self.waiting = false;
+            self.done = self.after_tree;
             return;
         }
         self.step(now);
@@ -143,8 +146,11 @@ impl SweepStop {
         scan
     }
 
-    /// Scans, signals the new matches it may stop, and ends once scans in a row come back clean,
-    /// or once nothing it found is its to stop (waiting would change nothing).
+    /// Scans and signals the new matches it may stop. The proof is two clean scans in a row, the
+    /// last after the run's own stop: a sweep with nothing to find scans once at the stop's
+    /// start and once after the tree is done, and a second time at once only when the first
+    /// found something. It also ends once nothing it found is its to stop (waiting would change
+    /// nothing; the verdict names what is left).
     fn step(&mut self, now: Instant) {
         let kill = now >= self.grace_end;
         loop {
@@ -157,25 +163,27 @@ impl SweepStop {
             self.last = scan;
             if let Some(e) = error {
                 self.errors.push(e);
-                self.done = true;
-                return;
-            }
-            if self.clean >= CLEAN_SCANS {
+                self.waiting = false;
                 self.done = true;
                 return;
             }
             if clean {
-                // The first clean scan: the second follows at once, so a sweep with nothing
-                // to find costs two scans.
+                self.waiting = false;
+                if !self.after_tree {
+                    return;
+                }
+                if self.clean >= CLEAN_SCANS {
+                    self.done = true;
+                    return;
+                }
                 continue;
             }
             let mut waiting = false;
             for f in &stoppable {
                 waiting |= self.stop_one(f, kill);
             }
-            if !waiting {
-                // What is left is not the sweep's to stop (it started before the run, is
-                // another user's, or could not be looked at): the verdict names it.
+            self.waiting = waiting;
+            if !waiting && self.after_tree {
                 self.done = true;
             }
             return;
