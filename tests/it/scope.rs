@@ -167,6 +167,21 @@ fn a_tree_larger_than_the_descriptor_limit_is_still_stopped_and_confirmed() {
     );
 }
 
+/// The hoppers `subreaper-hop` logged in `log` that are still alive (each generation stays in
+/// `group`, which is then ended at once), and how many it logged.
+fn hoppers_left(dir: &tempfile::TempDir, log: &std::path::Path, group: i32) -> (Vec<i32>, usize) {
+    let hoppers = harness::read_pids(log);
+    let left: Vec<i32> = hoppers
+        .iter()
+        .copied()
+        .filter(|&p| harness::alive_ours(p, dir.path()))
+        .collect();
+    if !left.is_empty() {
+        harness::end_group(group);
+    }
+    (left, hoppers.len())
+}
+
 #[test]
 fn a_member_orphaned_to_an_inner_subreaper_is_never_missed_under_scope_group() {
     // A subreaper outside the child's group, and below it processes that join the group and keep
@@ -198,21 +213,12 @@ fn a_member_orphaned_to_an_inner_subreaper_is_never_missed_under_scope_group() {
         let (group, subreaper) = (pids[0], pids[1]);
         let mut adopted = Adopted::ours(dir.path());
         adopted.add(subreaper);
-        let hoppers = harness::read_pids(&log);
-        let left: Vec<i32> = hoppers
-            .iter()
-            .copied()
-            .filter(|&p| harness::alive_ours(p, dir.path()))
-            .collect();
-        if !left.is_empty() {
-            harness::end_group(group);
-        }
+        let (left, hoppers) = hoppers_left(&dir, &log, group);
         let v = f.verdict();
         assert!(
             left.is_empty(),
-            "round {round}: {} of {} hoppers outlived a stop that said {}: {f}",
+            "round {round}: {} of {hoppers} hoppers outlived a stop that said {}: {f}",
             left.len(),
-            hoppers.len(),
             v["stopped"]
         );
         assert_eq!(v["stopped"], true, "round {round}: {f}");
@@ -312,15 +318,7 @@ fn an_outsider_in_the_group_is_no_proof_that_the_runs_members_are_gone() {
         let subreaper = harness::wait_for_pids(&ready)[1];
         let mut adopted = Adopted::ours(dir.path());
         adopted.add(subreaper);
-        let hoppers = harness::read_pids(&log);
-        let left: Vec<i32> = hoppers
-            .iter()
-            .copied()
-            .filter(|&p| harness::alive_ours(p, dir.path()))
-            .collect();
-        if !left.is_empty() {
-            harness::end_group(pgid);
-        }
+        let (left, _) = hoppers_left(&dir, &log, pgid);
         adopted.end_all();
         let v = f.verdict();
         assert!(
