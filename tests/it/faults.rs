@@ -671,15 +671,11 @@ fn a_process_held_by_a_frozen_outside_tracer_is_reported_as_a_survivor() {
     let held_state = state(pids[1]);
     end_tracers(&mut tracers);
     let v = out.verdict();
-    assert_eq!(v["stopped"], false, "{out}");
-    assert_eq!(out.code(), Some(125), "{out}");
-    let survivors: Vec<(i64, &str)> = v["survivors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["pid"].as_i64().unwrap(), s["state"].as_str().unwrap()))
-        .collect();
-    assert_eq!(survivors, [(pids[1] as i64, "t")], "{out}");
+    assert_eq!(
+        pid_states(&v, &out),
+        [(pids[1] as i64, "t".to_string())],
+        "{out}"
+    );
     assert_eq!(held_state, Some('t'), "the survivor really was there");
     assert_eq!(sent(&v, "SIGKILL"), 1, "{out}");
     assert!(
@@ -690,6 +686,23 @@ fn a_process_held_by_a_frozen_outside_tracer_is_reported_as_a_survivor() {
         wait_gone(pids[1], harness::LIMIT),
         "it ends once its tracer is gone"
     );
+}
+
+/// A stop that was not proven (`stopped` false, exit 125): its survivors' pids and states.
+fn pid_states(v: &serde_json::Value, out: &harness::Finished) -> Vec<(i64, String)> {
+    assert_eq!(v["stopped"], false, "{out}");
+    assert_eq!(out.code(), Some(125), "{out}");
+    v["survivors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["pid"].as_i64().unwrap(),
+                s["state"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
 }
 
 /// A descendant that ended while a tracer outside the run holds it is a zombie only that tracer
@@ -724,15 +737,11 @@ fn a_zombie_held_by_an_outside_tracer_is_listed_as_a_survivor() {
     let held = state(pids[1]);
     drop(tracer);
     let v = out.verdict();
-    assert_eq!(v["stopped"], false, "{out}");
-    assert_eq!(out.code(), Some(125), "{out}");
-    let survivors: Vec<(i64, &str)> = v["survivors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| (s["pid"].as_i64().unwrap(), s["state"].as_str().unwrap()))
-        .collect();
-    assert_eq!(survivors, [(pids[1] as i64, "Z")], "{out}");
+    assert_eq!(
+        pid_states(&v, &out),
+        [(pids[1] as i64, "Z".to_string())],
+        "{out}"
+    );
     assert!(v.get("error").is_none(), "{out}");
     assert_eq!(held, Some('Z'), "the survivor really was a zombie: {out}");
 }
