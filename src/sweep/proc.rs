@@ -101,6 +101,21 @@ impl Dir {
         }
     }
 
+    /// The whole file `name` (`stat`, `status`) of this very process.
+    pub fn read(&self, name: &str) -> Got<Vec<u8>> {
+        use std::io::Read;
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+        let fd = match nix::fcntl::openat(&self.fd, name, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) => return judged(&format!("{}/{name}", self.pid), io::Error::from(e)),
+        };
+        let mut out = Vec::new();
+        match std::fs::File::from(fd).read_to_end(&mut out) {
+            Ok(_) => Got::Text(out),
+            Err(e) => judged(&format!("{}/{name}", self.pid), e),
+        }
+    }
+
     /// The text of the link `name` (`cwd`, `ns/mnt`).
     pub fn link(&self, name: &str) -> Got<Vec<u8>> {
         match nix::fcntl::readlinkat(&self.fd, name) {
@@ -157,8 +172,12 @@ fn field<'a>(text: &'a [u8], key: &str) -> Option<Vec<&'a str>> {
 /// The real and saved uid of `pid` (what decides whether we may signal it), and its effective
 /// uid, shown as its owner.
 pub fn uids(pid: Pid) -> Option<[u32; 3]> {
-    let text = read(&format!("{pid}/status")).ok()?;
-    let ids = field(&text, "Uid:")?;
+    uids_in(&read(&format!("{pid}/status")).ok()?)
+}
+
+/// The uids in the text of a `status` file (see `uids`).
+pub fn uids_in(text: &[u8]) -> Option<[u32; 3]> {
+    let ids = field(text, "Uid:")?;
     let n = |i: usize| ids.get(i)?.parse().ok();
     Some([n(0)?, n(1)?, n(2)?])
 }

@@ -17,6 +17,9 @@ const BATCH: usize = 128;
 /// How many times a scan lists /proc again for processes that appeared while it looked.
 const RELISTS: usize = 16;
 
+/// As many processes as are read on the scan's own thread, without the link threads.
+const FEW: usize = 32;
+
 pub fn scan(sweep: &Sweep) -> Scan {
     let mut scan = Scan::default();
     let ours = match proc::read("self/mountinfo") {
@@ -81,6 +84,13 @@ fn inspect(
     ours: &Table,
     dirs: &[Ident],
 ) -> (Vec<Linked>, Others, Vec<Slow>) {
+    if looked.len() <= FEW {
+        // A few processes that appeared while the scan looked: read at once, on this thread,
+        // links first (a process that keeps forking away from its pid lives for microseconds).
+        let (linked, others) = link_pass(looked, own_ns, ours, dirs);
+        let slow = looked.chunks(BATCH).flat_map(slow_reads).collect();
+        return (linked, others, slow);
+    }
     let half = looked.len().div_ceil(2);
     // A thread that cannot be made (a fork storm at the pids limit) leaves its part to the
     // end, on this thread.
@@ -192,6 +202,11 @@ struct Linked {
     denied: Option<String>,
     /// Its links could not be looked at at all.
     unseen: bool,
+    /// Its uids, read through the folder its links were read through once that folder was
+    /// proven to be the process's (the start time): what it held stays a finding even when it
+    /// has exited by the time the scan records it (a process that keeps forking away from its
+    /// pid is gone a moment after it is read).
+    own: Option<[u32; 3]>,
 }
 
 fn link_pass(
@@ -213,10 +228,12 @@ fn link_pass(
                 held: Held::default(),
                 denied,
                 unseen: true,
+                own: None,
             };
             let Some(dir) = take(proc::Dir::open(pid), &mut denied) else {
                 return unseen(denied);
             };
+
             let ns = take(dir.link("ns/mnt"), &mut denied);
             let root = take(dir.link("root"), &mut denied).and_then(|t| mounts::link_path(&t));
             let (key, table) = match (ns, &root) {
@@ -246,6 +263,16 @@ fn link_pass(
             if stat.threads > 1 {
                 look.threads(stat.state == 'Z', &mut held);
             }
+            // After the links, which a short-lived process may be gone before: its stat and
+            // status stay readable while it is a zombie.
+            let same = dir
+                .read("stat")
+                .ok()
+                .and_then(|b| proc::stat(&b))
+                .is_some_and(|now| now.starttime == stat.starttime);
+            let own = same
+                .then(|| dir.read("status").ok().and_then(|t| proc::uids_in(&t)))
+                .flatten();
             Linked {
                 key,
                 root,
@@ -253,6 +280,7 @@ fn link_pass(
                 held,
                 denied,
                 unseen: false,
+                own,
             }
         })
         .collect();
@@ -300,7 +328,10 @@ impl Pass {
         if held.what.is_empty() {
             return self.unverified(stat, denied);
         }
-        let Some(uids) = same_process(stat).then(|| proc::uids(pid)).flatten() else {
+        let Some(uids) = linked
+            .own
+            .or_else(|| same_process(stat).then(|| proc::uids(pid)).flatten())
+        else {
             return;
         };
         let mut what = held.what;
