@@ -263,13 +263,14 @@ fn link_pass(
             if stat.threads > 1 {
                 look.threads(stat.state == 'Z', &mut held);
             }
-            // After the links, which a short-lived process may be gone before: its stat and
-            // status stay readable while it is a zombie.
-            let same = dir
-                .read("stat")
-                .ok()
-                .and_then(|b| proc::stat(&b))
-                .is_some_and(|now| now.starttime == stat.starttime);
+            // Only for a process its links found in a folder, after them (a short-lived one may
+            // be gone before): its stat and status stay readable while it is a zombie.
+            let same = !held.what.is_empty()
+                && dir
+                    .read("stat")
+                    .ok()
+                    .and_then(|b| proc::stat(&b))
+                    .is_some_and(|now| now.starttime == stat.starttime);
             let own = same
                 .then(|| dir.read("status").ok().and_then(|t| proc::uids_in(&t)))
                 .flatten();
