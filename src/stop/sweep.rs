@@ -288,32 +288,29 @@ impl SweepStop {
 
 /// Whether `p` descends from vloer-run, read up its parents in /proc.
 fn in_tree(p: &Proc) -> bool {
-    let me = sys::own_pid();
-    let mut parent = p.ppid;
-    // A chain of parents is at most as long as there are processes.
-    for _ in 0..(1 << 22) {
-        if parent == me {
-            return true;
-        }
-        match proctable::read(parent) {
-            Ok(Some(q)) if q.ppid.as_raw() > 0 => parent = q.ppid,
-            _ => return false,
-        }
-    }
-    false
+    line_up(p.ppid).1
 }
 
 /// `pid` and its ancestors, up to (not including) vloer-run's own line or init.
 fn line_of(pid: Pid) -> Vec<Pid> {
+    line_up(pid).0
+}
+
+/// The chain of parents from `pid` up, read in /proc, and whether it reached vloer-run (which
+/// it does not include), rather than init or a process gone meanwhile.
+fn line_up(pid: Pid) -> (Vec<Pid>, bool) {
     let me = sys::own_pid();
     let mut line = Vec::new();
     let mut at = pid;
-    while at.as_raw() > 1 && at != me && !line.contains(&at) {
+    while at.as_raw() > 1 && !line.contains(&at) {
+        if at == me {
+            return (line, true);
+        }
         line.push(at);
         match proctable::read(at) {
             Ok(Some(p)) => at = p.ppid,
             _ => break,
         }
     }
-    line
+    (line, at == me)
 }
