@@ -100,8 +100,9 @@ impl SweepStop {
     }
 
     /// The next moment the sweep must scan without an event: while a match it signalled may
-    /// still be alive (no exit of theirs wakes the run). Otherwise it waits for the run's own
-    /// stop to end (see `tree_done`).
+    /// still be alive (no exit of theirs wakes the run), or while processes come and go too
+    /// fast for a scan to see them all. Otherwise it waits for the run's own stop to end (see
+    /// `tree_done`).
     pub fn deadline(&self) -> Option<Instant> {
         (!self.done && self.waiting).then(|| self.kill_end.min(Instant::now() + TICK))
     }
@@ -160,6 +161,8 @@ impl SweepStop {
             self.clean = if clean { self.clean + 1 } else { 0 };
             let stoppable: Vec<Found> = scan.to_signal().cloned().collect();
             let error = scan.error.clone();
+            // Processes came and went too fast for this scan: the next one may see them all.
+            let unsettled = scan.unsettled.is_some();
             self.last = scan;
             if let Some(e) = error {
                 self.errors.push(e);
@@ -182,8 +185,8 @@ impl SweepStop {
             for f in &stoppable {
                 waiting |= self.stop_one(f, kill);
             }
-            self.waiting = waiting;
-            if !waiting && self.after_tree {
+            self.waiting = waiting || unsettled;
+            if !self.waiting && self.after_tree {
                 self.done = true;
             }
             return;
@@ -191,7 +194,8 @@ impl SweepStop {
     }
 
     /// Signals `f` (SIGKILL once `kill`) unless the run's own stop covers it or it got that
-    /// signal already; whether it may still end because of the sweep.
+    /// signal already; whether the sweep should scan again for it. A match already gone asks for
+    /// that too: one that forks away from its pid leaves its child in the folder.
     fn stop_one(&mut self, f: &Found, kill: bool) -> bool {
         if let Some((h, killed)) = self.signalled.get(&f.pid) {
             if h.starttime == f.starttime && (*killed || !kill) {
@@ -199,17 +203,14 @@ impl SweepStop {
             }
         }
         let Ok(Some(p)) = proctable::read(f.pid) else {
-            return false;
+            return true;
         };
-        if p.starttime != f.starttime || !p.is_live() {
-            return false;
-        }
-        if self.covered(&p) {
+        if p.starttime != f.starttime || !p.is_live() || self.covered(&p) {
             return true;
         }
         let handle = match Handle::open(&p, |q| q.is_live()) {
             Ok(Some((h, _))) => h,
-            Ok(None) => return false,
+            Ok(None) => return true,
             Err(e) => {
                 self.errors.push(e);
                 return false;
@@ -227,7 +228,7 @@ impl SweepStop {
                     *self.sent.entry(Sig::CONT).or_default() += 1;
                 }
             }
-            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return false,
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return true,
             Err(e) => {
                 let msg = format!("could not send {sig} to pid {} ({}): {e}", p.pid, p.comm);
                 if !self.errors.contains(&msg) {
@@ -251,6 +252,9 @@ impl SweepStop {
             self.report.add(&scan);
             self.errors.extend(scan.error.clone());
             self.last = scan;
+        }
+        if !proven {
+            self.errors.extend(self.last.unsettled.clone());
         }
         let survivors = self
             .last

@@ -205,7 +205,7 @@ impl Supervisor {
                 State::Stopping(_) => "stopping",
             },
             sweep: self.config.sweep.as_ref().map(|sweep| {
-                let scan = sweep.scan();
+                let scan = sweep.scan_settled();
                 let mut report = crate::sweep::Report::new(sweep);
                 report.add(&scan);
                 StatusSweep {

@@ -5,6 +5,7 @@
 mod dir;
 mod holds;
 mod mounts;
+mod pids;
 mod proc;
 mod report;
 mod scan;
@@ -56,6 +57,22 @@ impl Sweep {
     pub fn scan(&self) -> Scan {
         scan::scan(self)
     }
+
+    /// A pass for `status`, which has no stop to scan again: up to three, until one is settled;
+    /// one that never is says so as its error.
+    pub fn scan_settled(&self) -> Scan {
+        let mut scan = self.scan();
+        for _ in 1..3 {
+            if scan.unsettled.is_none() {
+                break;
+            }
+            scan = self.scan();
+        }
+        if scan.error.is_none() {
+            scan.error = scan.unsettled.take();
+        }
+        scan
+    }
 }
 
 /// What one pass found.
@@ -67,6 +84,9 @@ pub struct Scan {
     pub unverified: Vec<Unverified>,
     /// Why the pass proves nothing (`/proc` hides processes, or could not be read).
     pub error: Option<String>,
+    /// Why the pass may have missed a process although it could read them all: processes came
+    /// and went too fast for its listings. Another pass may do better.
+    pub unsettled: Option<String>,
 }
 
 impl Scan {
@@ -77,10 +97,11 @@ impl Scan {
             .filter(|f| f.started == Started::During && f.may_signal)
     }
 
-    /// Whether this pass counts towards the proof: no match, no error, and no process that
-    /// could not be looked at and started during the run (with `strict`, none at all).
+    /// Whether this pass counts towards the proof: no match, no error, settled, and no process
+    /// that could not be looked at and started during the run (with `strict`, none at all).
     pub fn clean(&self, strict: bool) -> bool {
         self.error.is_none()
+            && self.unsettled.is_none()
             && self.found.is_empty()
             && self
                 .unverified

@@ -150,6 +150,7 @@ mod tests {
             found: vec![found(10, What::Cwd)],
             unverified: vec![unseen(11, Started::Before), unseen(12, Started::Before)],
             error: None,
+            unsettled: None,
         };
         r.add(&first);
         r.add(&Scan {

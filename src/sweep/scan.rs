@@ -3,6 +3,7 @@
 
 use super::holds::{Held, Look};
 use super::mounts::{self, Ident, Table};
+use super::pids::{self, Mark};
 use super::proc::{self, Got, Stat};
 use super::{Found, Scan, Started, Sweep, Unverified};
 use crate::slowread;
@@ -14,7 +15,8 @@ use std::path::{Path, PathBuf};
 /// Processes whose slow reads go to the reader thread in one hand-over.
 const BATCH: usize = 128;
 
-/// How many times a scan lists /proc again for processes that appeared while it looked.
+/// How many times a scan lists /proc again for processes that appeared while it looked before it
+/// gives up on seeing them all at one moment.
 const RELISTS: usize = 16;
 
 /// As many processes as are read on the scan's own thread, without the link threads.
@@ -31,6 +33,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
     };
     // An answer that cannot see every process proves nothing.
     scan.error = crate::proctable::files::hides_processes();
+    let before = Mark::now();
     let names = match list_pids() {
         Ok(n) => n,
         Err(why) => {
@@ -48,6 +51,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
     };
     let mut seen: HashSet<Pid> = names.into_iter().collect();
     let mut batch = stats;
+    let mut settled = false;
     for _ in 0..RELISTS {
         let looked: Vec<&Stat> = batch
             .iter()
@@ -60,7 +64,8 @@ pub fn scan(sweep: &Sweep) -> Scan {
         }
         // What appeared while this pass looked: a process that keeps forking away from its pid
         // is only ever in a listing made after it moved, so the scan follows until a listing
-        // shows nothing new (or a busy machine's churn runs out the rounds).
+        // shows nothing new. Then every process that held a folder all along was read: the
+        // last listing showed it (see `pids`), and it was not new, so it was read while alive.
         let newer: Vec<Pid> = match list_pids() {
             Ok(n) => n.into_iter().filter(|p| seen.insert(*p)).collect(),
             Err(why) => {
@@ -69,11 +74,31 @@ pub fn scan(sweep: &Sweep) -> Scan {
             }
         };
         if newer.is_empty() {
+            settled = true;
             break;
         }
         batch = stats_of(&newer);
     }
+    pass.scan.unsettled = unsettled(settled, before, Mark::now());
     pass.scan
+}
+
+/// Why a scan's listings may have missed a process that held a folder all along, if they may.
+fn unsettled(settled: bool, before: Option<Mark>, after: Option<Mark>) -> Option<String> {
+    if !settled {
+        return Some(format!(
+            "new processes kept appearing while a scan looked ({RELISTS} listings of /proc in a \
+             row showed new ones), so no scan saw every process"
+        ));
+    }
+    let (Some(before), Some(after)) = (before, after) else {
+        return Some("cannot read the kernel's pid counter (/proc/loadavg, /proc/stat)".into());
+    };
+    pids::came_round(before, after, pids::pid_max()).then(|| {
+        "the kernel's pid numbers came round to the bottom while a scan looked, so a new \
+         process may have taken a number the scan had passed"
+            .into()
+    })
 }
 
 /// The links of `looked` on two threads of their own (they are most of a pass's work, nearly all

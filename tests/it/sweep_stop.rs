@@ -608,3 +608,85 @@ fn a_thread_that_works_in_the_folder_is_found() {
         assert!(!alive, "{how}: {f}");
     }
 }
+
+/// A process started beside the run, outside its tree, in `folder`, that forks away from its pid
+/// as fast as it can (each generation logs its pid in `log`, then forks and exits).
+fn hopper(folder: &Path, log: &Path) -> Child {
+    let ready = log.with_extension("ready");
+    let child = Command::new("setsid")
+        .arg(harness::helper())
+        .args(["fork-loop", &harness::path_str(&ready)])
+        .arg(log)
+        .args(["--hop", "--fast"])
+        .current_dir(folder)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("setsid");
+    harness::wait_for_pids(&ready);
+    child
+}
+
+/// Whether the hopper logging to `log` still forks: its log grows.
+fn hops_on(log: &Path) -> bool {
+    let before = harness::read_pids(log).len();
+    let until = Instant::now() + Duration::from_millis(500);
+    while Instant::now() < until {
+        if harness::read_pids(log).len() > before {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Ends the hopper: its generations stay in the group `setsid` made for the first, which one
+/// SIGKILL reaches all at once (it cannot be chased pid by pid).
+fn end_hopper(log: &Path, mut first: Child) {
+    let group = first.id() as i32;
+    for _ in 0..20 {
+        harness::end_group(group);
+        if !hops_on(log) {
+            let _ = first.wait();
+            return;
+        }
+    }
+    panic!("the hopper logging to {} could not be ended", log.display());
+}
+
+#[test]
+fn a_process_that_forks_away_from_its_pid_outside_the_tree_is_never_called_gone() {
+    // Each generation lives for microseconds: a scan may read none of them. A scan counts only
+    // when a listing of /proc made after it read every process shows none it had not read, and
+    // the kernel's pid counter did not come round meanwhile; such a hopper never lets that
+    // happen, so the verdict is false unless one of the stop's signals ended it.
+    for round in 0..4 {
+        let dir = harness::tempdir();
+        let folder = dir.path().join("w");
+        std::fs::create_dir(&folder).unwrap();
+        let log = dir.path().join("hops");
+        let first = hopper(&folder, &log);
+        let f = Run::new([
+            "--sweep",
+            &harness::path_str(&folder),
+            "--grace",
+            "200ms",
+            "--kill-timeout",
+            "800ms",
+            "--",
+            "sleep",
+            "0.3",
+        ])
+        .finish();
+        let alive = hops_on(&log);
+        end_hopper(&log, first);
+        let v = f.verdict();
+        if alive {
+            assert_eq!(
+                v["stopped"], false,
+                "round {round}: the hopper lives on: {f}"
+            );
+            assert_eq!(f.code(), Some(125), "{f}");
+            assert!(v["error"].is_string(), "{f}");
+        }
+    }
+}
