@@ -31,6 +31,10 @@
 //!                                with `unshare` it has a working directory of its own while the
 //!                                main thread stays where it was; with `leader` the main thread
 //!                                exits (pthread_exit) once the thread is there; publishes its pid
+//!   thread-files N READY         N threads besides the main one; the last one started unshares
+//!                                its file table and opens a file in the folder $HELPER_DIR (named
+//!                                in no argument); the others and the main thread hold nothing
+//!                                there; publishes its pid once the file is open
 //!   join-group PGID READY        SIGTERM ignored; moves into process group PGID (of its session),
 //!                                publishes its pid and sleeps
 //!   many N READY [--then-exit]   forks N sleepers, publishes all pids (its own first), then reaps
@@ -123,6 +127,7 @@ fn main() {
         }
         ("subreaper-hop", [ready, log]) => subreaper_hop(ready, log),
         ("thread-cwd", [how, ready]) => thread_cwd(how == "unshare", ready),
+        ("thread-files", [n, ready]) => thread_files(parse_count(n), ready),
         ("join-group", [pgid, ready]) => {
             ignore(libc::SIGTERM);
             let pgid: i32 = pgid
@@ -397,6 +402,35 @@ fn thread_cwd(unshare: bool, ready: &str) -> ! {
         libc::syscall(libc::SYS_exit, 0);
     }
     unreachable!("exit(2) returned")
+}
+
+fn thread_files(n: usize, ready: &str) -> ! {
+    let dir = std::env::var_os("HELPER_DIR").unwrap_or_else(|| die("no HELPER_DIR"));
+    let idle = || {
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(|| sleep_forever())
+            .unwrap_or_else(|e| die(&format!("a thread: {e}")))
+    };
+    for _ in 1..n {
+        idle();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // SAFETY: plain integer argument; only this thread's file table is unshared.
+        if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
+            die(&format!("unshare: {}", std::io::Error::last_os_error()));
+        }
+        let file = std::fs::File::create(std::path::Path::new(&dir).join("held"))
+            .unwrap_or_else(|e| die(&format!("open: {e}")));
+        // Kept open for good, in this thread's table only.
+        std::mem::forget(file);
+        let _ = tx.send(());
+        sleep_forever()
+    });
+    let _ = rx.recv();
+    publish(ready, &[getpid()]);
+    sleep_forever()
 }
 
 fn many(n: usize, ready: &str, then_exit: bool) -> ! {
