@@ -14,6 +14,8 @@
 //!                                publishes its pid and the child's
 //!   no-pidfd CMD ARG...          execs CMD with pidfd_open and pidfd_send_signal refused (ENOSYS)
 //!                                by a seccomp filter
+//!   no-kcmp CMD ARG...           execs CMD with kcmp refused (EPERM, as a container's seccomp
+//!                                profile refuses it) by a seccomp filter
 //!   no-group-signal CMD ARG...   execs CMD with pidfd_send_signal's process-group flag refused
 //!                                (EINVAL, as before Linux 6.9) by a seccomp filter
 //!   fork-loop READY LOG [--hop] [--fast]
@@ -114,6 +116,7 @@ fn main() {
         ("pthread-exit", [ready]) => pthread_exit_leader(ready),
         ("no-pidfd", [_, ..]) => no_pidfd(rest),
         ("no-group-signal", [_, ..]) => no_group_signal(rest),
+        ("no-kcmp", [_, ..]) => no_kcmp(rest),
         ("fork-loop", [ready, log, flags @ ..]) => {
             let (mut hop, mut fast) = (false, false);
             for f in flags {
@@ -805,6 +808,19 @@ fn no_pidfd(argv: &[String]) -> ! {
             op(JEQ_K, 1, 0, libc::SYS_pidfd_send_signal as u32),
             op(RET_K, 0, 0, RET_ALLOW),
             op(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+        ],
+        argv,
+    )
+}
+
+/// Execs `argv` with kcmp answered EPERM, as Docker's default profile answers it.
+fn no_kcmp(argv: &[String]) -> ! {
+    seccomp_exec(
+        &[
+            op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+            op(JEQ_K, 0, 1, libc::SYS_kcmp as u32),
+            op(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32),
+            op(RET_K, 0, 0, RET_ALLOW),
         ],
         argv,
     )
