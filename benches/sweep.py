@@ -2,15 +2,17 @@
 """One folder-sweep scan against `fuser -v DIR` and `lsof +D DIR`, on the same machine state.
 
     benches/sweep.py --vloer target/release/vloer-run \
-        --helper target/release/examples/vloer-bench-helper [--reps 15] [--bystanders 5000]
+        --helper target/release/examples/vloer-bench-helper [--reps 15] [--bystanders 5000] \
+        [--threaded 20 --threads 200]
 
 A scan is timed as the difference between a control-socket `status` of a run with `--sweep DIR`
 and one of an identical run without it (the same socket round trip, the same tree), asked
 straight over the socket, interleaved with `fuser -v DIR` and `lsof +D DIR` in each round.
 Holders of DIR are started first (a working directory, a subfolder as working directory, an open
 file, a deleted open file, a mapped library, an argument); the check is that the scan lists every
-pid that fuser or lsof lists. Then the same with N bystanders holding 20 files each (beside DIR,
-on the same filesystem). Standard library only; prints Markdown on stdout, progress on stderr.
+pid that fuser or lsof lists. Then the same with P multi-threaded bystanders (`--threaded`, each
+with T threads that share its files, working directory and root), and then with N bystanders
+holding 20 files each (beside DIR, on the same filesystem). Standard library only; prints Markdown on stdout, progress on stderr.
 Every process started here is killed by pid and reaped at the end.
 """
 
@@ -94,6 +96,25 @@ def holders(work, top):
     return procs
 
 
+def threaded_bystanders(side, n, threads):
+    """N processes with `threads` threads each, in `side`, one file open there: every thread
+    shares its process's file table, working directory and root."""
+    script = (
+        "import os, sys, threading, time\n"
+        "f = open(sys.argv[1] + '/t' + str(os.getpid()), 'w')\n"
+        "threading.stack_size(65536)\n"
+        "for _ in range(int(sys.argv[2])):\n"
+        "    threading.Thread(target=time.sleep, args=(1000,), daemon=True).start()\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(1000)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, side, str(threads)], cwd=side, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE) for _ in range(n)]
+    for p in procs:
+        if p.stdout.readline().strip() != b"ready":
+            raise SystemExit("threaded bystanders did not start")
+    return procs
+
+
 def measure(vloer, work, sock_with, sock_without, reps):
     rows = {"scan": [], "with": [], "without": [], "fuser": [], "lsof": []}
     found = {}
@@ -124,6 +145,8 @@ def main():
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--bystanders", type=int, default=5000)
     ap.add_argument("--fds", type=int, default=20)
+    ap.add_argument("--threaded", type=int, default=20)
+    ap.add_argument("--threads", type=int, default=200)
     a = ap.parse_args()
     for tool in ("fuser", "lsof"):
         if not shutil.which(tool):
@@ -148,6 +171,14 @@ def main():
         nproc = sum(1 for d in os.listdir("/proc") if d.isdigit())
         log(f"plain: {nproc} processes, {a.reps} rounds")
         plain, found_plain = measure(a.vloer, work, runs["with"], runs["without"], a.reps)
+        threaded = threaded_bystanders(side, a.threaded, a.threads)
+        started += threaded
+        nproc_t = sum(1 for d in os.listdir("/proc") if d.isdigit())
+        log(f"with {a.threaded} bystanders of {a.threads} threads: {nproc_t} processes, {a.reps} rounds")
+        many, found_many = measure(a.vloer, work, runs["with"], runs["without"], a.reps)
+        for p in threaded:
+            p.kill()
+            p.wait()
         idle = subprocess.Popen([a.helper, "idle", str(a.bystanders), str(a.fds), side], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
         started.append(idle)
         if idle.stdout.readline().strip() != b"ready":
@@ -171,7 +202,12 @@ def main():
 
     print(f"| machine state | processes | one scan (status with − without) | fuser -v DIR | lsof +D DIR | scan / fuser | scan / lsof | found: scan, fuser, lsof | scan ⊇ both |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-    for label, n, r, f in (("plain", nproc, plain, found_plain), (f"{a.bystanders} bystanders × {a.fds} fds", nproc2, busy, found_busy)):
+    rows = (
+        ("plain", nproc, plain, found_plain),
+        (f"{a.threaded} bystanders × {a.threads} threads", nproc_t, many, found_many),
+        (f"{a.bystanders} bystanders × {a.fds} fds", nproc2, busy, found_busy),
+    )
+    for label, n, r, f in rows:
         f["fuser"] -= own
         f["lsof"] -= own
         covers = f["fuser"] <= f["vloer"] and f["lsof"] <= f["vloer"]

@@ -3,9 +3,12 @@
 
 use super::mounts::{self, Ident, Mount, Table};
 use super::proc::{self, Got};
+use crate::sys::{self, Shared};
 use nix::unistd::Pid;
 use serde::Serialize;
+use std::cmp::Ordering;
 use std::ffi::OsStr;
+use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -87,27 +90,43 @@ impl Look<'_> {
         (held, cwd)
     }
 
-    /// Adds what the other threads hold: a thread may have unshared its working directory and
-    /// root, and when the main thread has exited (`leader_gone`) its own links show nothing, so
-    /// each thread's open files are read too.
+    /// Adds what the other threads hold where it may differ from what was read: a thread may
+    /// have unshared its working directory and root or its file table, and when the main thread
+    /// has exited (`leader_gone`) its own links show nothing. kcmp tells which threads share
+    /// what was read already, so each distinct one is read once; a thread it cannot compare
+    /// (no kcmp in the kernel, a seccomp profile) is read.
     pub fn threads(&self, leader_gone: bool, held: &mut Held) {
-        /// Threads looked at beyond the main one; a process with more shares its links anyway.
-        const MOST: usize = 256;
-        let Some(tids) = proc::list(&format!("{}/task", self.pid)).ok() else {
+        let Some(tids) = held.deny(proc::list(&format!("{}/task", self.pid))) else {
             return;
         };
-        let me = self.pid.to_string();
-        for tid in tids.iter().filter(|t| **t != me).take(MOST) {
-            let Some(task) = proc::Dir::open_task(self.pid, tid).ok() else {
+        let main = (!leader_gone).then_some(self.pid);
+        let (mut fs, mut files) = (Read::new(Shared::Fs, main), Read::new(Shared::Files, main));
+        let tids = tids
+            .iter()
+            .filter_map(|t| t.parse().ok())
+            .map(Pid::from_raw);
+        for tid in tids.filter(|t| *t != self.pid) {
+            let has = |w| held.what.contains(&w);
+            // What is found already needs no second look.
+            let read_fs = !(has(What::Cwd) && has(What::Root)) && fs.unread(tid);
+            let read_files = !has(What::Fd) && files.unread(tid);
+            if !read_fs && !read_files {
+                continue;
+            }
+            let Some(task) = held.deny(proc::Dir::open_task(self.pid, tid)) else {
                 continue;
             };
-            for (name, what) in [("cwd", What::Cwd), ("root", What::Root)] {
-                let path = task.link(name).ok().and_then(|t| mounts::link_path(&t));
-                if path.is_some_and(|p| self.holds(&p, None)) {
-                    held.add(what);
+            if read_fs {
+                for (name, what) in [("cwd", What::Cwd), ("root", What::Root)] {
+                    let path = held
+                        .deny(task.link(name))
+                        .and_then(|t| mounts::link_path(&t));
+                    if path.is_some_and(|p| self.holds(&p, None)) {
+                        held.add(what);
+                    }
                 }
             }
-            if leader_gone && self.any_fd(&task, held) {
+            if read_files && self.any_fd(&task, held) {
                 held.add(What::Fd);
             }
         }
@@ -155,7 +174,6 @@ impl Look<'_> {
     }
 
     fn any_fd(&self, dir: &proc::Dir, held: &mut Held) -> bool {
-        let pid = self.pid;
         let Some(fds) = held.deny(dir.fds()) else {
             return false;
         };
@@ -168,7 +186,7 @@ impl Look<'_> {
             }
             // The mount it was opened through, which a path under a later mount does not show;
             // a mount this namespace no longer lists keeps the path's own answer.
-            let mnt_id = proc::mnt_id(&format!("{pid}/fdinfo/{fd}"));
+            let mnt_id = dir.mnt_id(&fd);
             let known = mnt_id.filter(|id| self.table.by_id(*id).is_some());
             if known.is_none() || self.holds(&path, known) {
                 return true;
@@ -217,6 +235,53 @@ impl Look<'_> {
     }
 }
 
+/// The threads whose table of one kind (file table, or working directory and root) was read,
+/// one per distinct table, in the kernel's order of tables.
+struct Read {
+    what: Shared,
+    by: Vec<Pid>,
+}
+
+impl Read {
+    fn new(what: Shared, main: Option<Pid>) -> Read {
+        Read {
+            what,
+            by: main.into_iter().collect(),
+        }
+    }
+
+    /// Whether `tid`'s table is to be read: one not read yet (then `tid` stands for it from now
+    /// on), or one kcmp could not compare. A thread that has exited is read too, and found gone.
+    fn unread(&mut self, tid: Pid) -> bool {
+        match place(self.by.len(), |i| sys::kcmp(tid, self.by[i], self.what)) {
+            Ok(Ok(_)) => false,
+            Ok(Err(at)) => {
+                self.by.insert(at, tid);
+                true
+            }
+            Err(_) => true,
+        }
+    }
+}
+
+/// A binary search of `n` sorted items by a comparison that may fail: `Ok(i)` when item `i` is
+/// equal, `Err(i)` where an unequal one would go.
+fn place(
+    n: usize,
+    mut cmp: impl FnMut(usize) -> io::Result<Ordering>,
+) -> io::Result<Result<usize, usize>> {
+    let (mut lo, mut hi) = (0, n);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        match cmp(mid)? {
+            Ordering::Less => hi = mid,
+            Ordering::Greater => lo = mid + 1,
+            Ordering::Equal => return Ok(Ok(mid)),
+        }
+    }
+    Ok(Err(lo))
+}
+
 fn hex_dev(text: &[u8]) -> Option<(u32, u32)> {
     let text = std::str::from_utf8(text).ok()?;
     let (a, b) = text.split_once(':')?;
@@ -224,4 +289,23 @@ fn hex_dev(text: &[u8]) -> Option<(u32, u32)> {
         u32::from_str_radix(a, 16).ok()?,
         u32::from_str_radix(b, 16).ok()?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn place_finds_an_equal_item_or_where_an_unequal_one_goes() {
+        let sorted = [10, 20, 30, 40];
+        let at = |x: i32| place(sorted.len(), |i| Ok(x.cmp(&sorted[i]))).unwrap();
+        assert_eq!(at(30), Ok(2));
+        assert_eq!(at(10), Ok(0));
+        assert_eq!(at(5), Err(0));
+        assert_eq!(at(25), Err(2));
+        assert_eq!(at(45), Err(4));
+        assert_eq!(place(0, |_| unreachable!()).unwrap(), Err(0));
+        let failed = place(sorted.len(), |_| Err(io::Error::other("no order")));
+        assert!(failed.is_err(), "a comparison that fails fails the search");
+    }
 }

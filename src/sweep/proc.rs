@@ -85,7 +85,7 @@ impl Dir {
 
     /// One thread's folder (`PID/task/TID`): its own working directory, root and file table,
     /// where it unshared them.
-    pub fn open_task(pid: Pid, tid: &str) -> Got<Dir> {
+    pub fn open_task(pid: Pid, tid: Pid) -> Got<Dir> {
         Dir::open_at(pid, &format!("{pid}/task/{tid}"))
     }
 
@@ -124,6 +124,12 @@ impl Dir {
         }
     }
 
+    /// The mount id descriptor `fd` was opened through, from this process's (or thread's)
+    /// own `fdinfo`.
+    pub fn mnt_id(&self, fd: &str) -> Option<u64> {
+        mnt_id_in(&self.read(&format!("fdinfo/{fd}")).ok()?)
+    }
+
     /// Each open descriptor's number and link text; a descriptor closed meanwhile is left out.
     pub fn fds(&self) -> Got<Vec<(String, Vec<u8>)>> {
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
@@ -158,8 +164,11 @@ impl Dir {
 
 /// The mount id an `fdinfo` file gives.
 pub fn mnt_id(name: &str) -> Option<u64> {
-    let text = read(name).ok()?;
-    field(&text, "mnt_id:")?.first()?.parse().ok()
+    mnt_id_in(&read(name).ok()?)
+}
+
+fn mnt_id_in(text: &[u8]) -> Option<u64> {
+    field(text, "mnt_id:")?.first()?.parse().ok()
 }
 
 /// The words after `key` on its line of a `Key: value` file.

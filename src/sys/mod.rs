@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 mod epoll;
+mod kcmp;
 mod kill;
 mod libc_signals;
 mod reap;
@@ -14,6 +15,7 @@ mod start;
 mod write;
 
 pub use epoll::*;
+pub use kcmp::*;
 pub use kill::*;
 pub use libc_signals::*;
 pub use reap::*;

@@ -14,6 +14,8 @@
 //!                                publishes its pid and the child's
 //!   no-pidfd CMD ARG...          execs CMD with pidfd_open and pidfd_send_signal refused (ENOSYS)
 //!                                by a seccomp filter
+//!   no-kcmp CMD ARG...           execs CMD with kcmp refused (EPERM, as a container's seccomp
+//!                                profile refuses it) by a seccomp filter
 //!   no-group-signal CMD ARG...   execs CMD with pidfd_send_signal's process-group flag refused
 //!                                (EINVAL, as before Linux 6.9) by a seccomp filter
 //!   fork-loop READY LOG [--hop] [--fast]
@@ -31,6 +33,10 @@
 //!                                with `unshare` it has a working directory of its own while the
 //!                                main thread stays where it was; with `leader` the main thread
 //!                                exits (pthread_exit) once the thread is there; publishes its pid
+//!   thread-files N READY         N threads besides the main one; the last one started unshares
+//!                                its file table and opens a file in the folder $HELPER_DIR (named
+//!                                in no argument); the others and the main thread hold nothing
+//!                                there; publishes its pid once the file is open
 //!   join-group PGID READY        SIGTERM ignored; moves into process group PGID (of its session),
 //!                                publishes its pid and sleeps
 //!   many N READY [--then-exit]   forks N sleepers, publishes all pids (its own first), then reaps
@@ -110,6 +116,7 @@ fn main() {
         ("pthread-exit", [ready]) => pthread_exit_leader(ready),
         ("no-pidfd", [_, ..]) => no_pidfd(rest),
         ("no-group-signal", [_, ..]) => no_group_signal(rest),
+        ("no-kcmp", [_, ..]) => no_kcmp(rest),
         ("fork-loop", [ready, log, flags @ ..]) => {
             let (mut hop, mut fast) = (false, false);
             for f in flags {
@@ -123,6 +130,7 @@ fn main() {
         }
         ("subreaper-hop", [ready, log]) => subreaper_hop(ready, log),
         ("thread-cwd", [how, ready]) => thread_cwd(how == "unshare", ready),
+        ("thread-files", [n, ready]) => thread_files(parse_count(n), ready),
         ("join-group", [pgid, ready]) => {
             ignore(libc::SIGTERM);
             let pgid: i32 = pgid
@@ -397,6 +405,35 @@ fn thread_cwd(unshare: bool, ready: &str) -> ! {
         libc::syscall(libc::SYS_exit, 0);
     }
     unreachable!("exit(2) returned")
+}
+
+fn thread_files(n: usize, ready: &str) -> ! {
+    let dir = std::env::var_os("HELPER_DIR").unwrap_or_else(|| die("no HELPER_DIR"));
+    let idle = || {
+        std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(|| sleep_forever())
+            .unwrap_or_else(|e| die(&format!("a thread: {e}")))
+    };
+    for _ in 1..n {
+        idle();
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // SAFETY: plain integer argument; only this thread's file table is unshared.
+        if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
+            die(&format!("unshare: {}", std::io::Error::last_os_error()));
+        }
+        let file = std::fs::File::create(std::path::Path::new(&dir).join("held"))
+            .unwrap_or_else(|e| die(&format!("open: {e}")));
+        // Kept open for good, in this thread's table only.
+        std::mem::forget(file);
+        let _ = tx.send(());
+        sleep_forever()
+    });
+    let _ = rx.recv();
+    publish(ready, &[getpid()]);
+    sleep_forever()
 }
 
 fn many(n: usize, ready: &str, then_exit: bool) -> ! {
@@ -771,6 +808,19 @@ fn no_pidfd(argv: &[String]) -> ! {
             op(JEQ_K, 1, 0, libc::SYS_pidfd_send_signal as u32),
             op(RET_K, 0, 0, RET_ALLOW),
             op(RET_K, 0, 0, RET_ERRNO | libc::ENOSYS as u32),
+        ],
+        argv,
+    )
+}
+
+/// Execs `argv` with kcmp answered EPERM, as Docker's default profile answers it.
+fn no_kcmp(argv: &[String]) -> ! {
+    seccomp_exec(
+        &[
+            op(LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+            op(JEQ_K, 0, 1, libc::SYS_kcmp as u32),
+            op(RET_K, 0, 0, RET_ERRNO | libc::EPERM as u32),
+            op(RET_K, 0, 0, RET_ALLOW),
         ],
         argv,
     )

@@ -896,6 +896,12 @@ pub fn without_group_signal(run: Run) -> Run {
     under_filter("no-group-signal", run)
 }
 
+/// The same run with kcmp refused (the helper's `no-kcmp`), as under a container's seccomp
+/// profile.
+pub fn without_kcmp(run: Run) -> Run {
+    under_filter("no-kcmp", run)
+}
+
 /// `run` under one of the helper's seccomp filters.
 fn under_filter(mode: &str, run: Run) -> Run {
     let mut cmd = Command::new(helper());

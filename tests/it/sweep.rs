@@ -238,6 +238,35 @@ fn an_open_file_holds_the_folder_even_once_deleted() {
 }
 
 #[test]
+fn a_thread_with_a_file_table_of_its_own_holds_the_folder_among_any_number_of_threads() {
+    // One thread besides the main one, then 300 (more than a scan once looked at), the last
+    // holding the file: the main thread's descriptors and the others' show nothing of it.
+    for threads in ["1", "300"] {
+        let f = Folder::new();
+        let inst = Instance::start(&f, &[&f.dir()]);
+        let ready = f.top().join("ready");
+        let child = Command::new(harness::helper())
+            .args(["thread-files", threads, &path_str(&ready)])
+            .env("HELPER_DIR", f.dir())
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the helper");
+        let p = Outside(child);
+        assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+        let main_fds: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", p.pid()))
+            .unwrap()
+            .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+            .collect();
+        assert!(
+            !main_fds.iter().any(|l| l.starts_with(f.dir())),
+            "the main thread holds nothing in the folder: {main_fds:?}"
+        );
+        assert_eq!(inst.what(p.pid()), what(&["fd"]), "{threads} threads");
+    }
+}
+
+#[test]
 fn a_file_backed_mapping_holds_the_folder() {
     let f = Folder::new();
     let lib = f.dir().join("libpreload.so");

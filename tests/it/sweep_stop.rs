@@ -569,43 +569,7 @@ fn a_thread_that_works_in_the_folder_is_found() {
     // A thread with a working directory of its own, and a process whose main thread exited
     // while another works on in the folder: neither shows the folder in /proc/PID/cwd.
     for how in ["unshare", "leader"] {
-        let dir = harness::tempdir();
-        let folder = dir.path().join("w");
-        std::fs::create_dir(&folder).unwrap();
-        let ready = dir.path().join("ready");
-        let folder_s = harness::path_str(&folder);
-        let run = Run::new(["--sweep", &folder_s, "--", "sleep", "0.5"]).start();
-        std::thread::sleep(Duration::from_millis(100));
-        let mut worker = Command::new(harness::helper())
-            .args(["thread-cwd", how, &harness::path_str(&ready)])
-            .env("HELPER_DIR", &folder)
-            .current_dir("/")
-            .spawn()
-            .expect("the helper");
-        let pid = harness::wait_for_pids(&ready)[0];
-        let f = run.finish();
-        // Alive while a thread is: a main thread that exited shows Z.
-        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
-        let alive = harness::state(pid).is_some_and(|s| s != 'Z' || threads > 1);
-        let _ = worker.kill();
-        let _ = worker.wait();
-        let v = f.verdict();
-        assert!(
-            !alive || v["stopped"] == false,
-            "{how}: stopped:true while {pid} works on: {f}"
-        );
-        let holders = v["sweep"]["holders"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        assert!(
-            holders.iter().any(|h| h["pid"] == pid
-                && h["what"]
-                    .as_array()
-                    .is_some_and(|w| w.contains(&"cwd".into()))),
-            "{how}: not found by its thread's working directory: {f}"
-        );
-        assert!(!alive, "{how}: {f}");
+        thread_in_the_folder_is_stopped(&["thread-cwd", how], "cwd", |run| run);
     }
 }
 
@@ -689,4 +653,60 @@ fn a_process_that_forks_away_from_its_pid_outside_the_tree_is_never_called_gone(
             assert!(v["error"].is_string(), "{f}");
         }
     }
+}
+
+#[test]
+fn a_thread_with_a_file_table_of_its_own_is_found() {
+    // Its open file is in no table /proc/PID/fd shows; with 300 threads it is the last one's.
+    for threads in ["1", "300"] {
+        thread_in_the_folder_is_stopped(&["thread-files", threads], "fd", |run| run);
+    }
+    // Where kcmp is refused (a container's seccomp profile), every thread is read.
+    thread_in_the_folder_is_stopped(&["thread-files", "300"], "fd", harness::without_kcmp);
+}
+
+/// Starts the helper (`args`, then its READY file) outside the tree during a run with `--sweep`
+/// (made through `wrap`), after which the run ends: the helper is stopped and listed, holding the
+/// folder by `what`.
+fn thread_in_the_folder_is_stopped(args: &[&str], what: &str, wrap: fn(Run) -> Run) {
+    let how = args.join(" ");
+    let dir = harness::tempdir();
+    let folder = dir.path().join("w");
+    std::fs::create_dir(&folder).unwrap();
+    let ready = dir.path().join("ready");
+    let folder_s = harness::path_str(&folder);
+    let run = wrap(Run::new(["--sweep", &folder_s, "--", "sleep", "0.5"])).start();
+    std::thread::sleep(Duration::from_millis(100));
+    let mut worker = Command::new(harness::helper())
+        .args(args)
+        .arg(harness::path_str(&ready))
+        .env("HELPER_DIR", &folder)
+        .current_dir("/")
+        .spawn()
+        .expect("the helper");
+    let pid = harness::wait_for_pids(&ready)[0];
+    let f = run.finish();
+    // Alive while a thread is: a main thread that exited shows Z.
+    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+    let alive = harness::state(pid).is_some_and(|s| s != 'Z' || threads > 1);
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let v = f.verdict();
+    assert!(
+        !alive || v["stopped"] == false,
+        "{how}: stopped:true while {pid} works on: {f}"
+    );
+    let holders = v["sweep"]["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        holders.iter().any(|h| h["pid"] == pid
+            && h["what"]
+                .as_array()
+                .is_some_and(|w| w.contains(&what.into()))),
+        "{how}: not found by its thread's {what}: {f}"
+    );
+    assert!(!alive, "{how}: {f}");
+    assert_eq!(v["stopped"], true, "{how}: {f}");
 }
