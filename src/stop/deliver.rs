@@ -66,23 +66,16 @@ impl Stop {
         let reached = self.reached_by_call(p);
         let mut unkillable = false;
         for sig in sigs.iter() {
-            let sent = if reached { Ok(()) } else { handle.signal(sig) };
+            let sent = if reached {
+                wake_if_stopped(&handle, p, sig, &mut self.sent);
+                Ok(())
+            } else {
+                send(&handle, p, sig, &mut self.sent, "")
+            };
             match sent {
                 Ok(()) => {
-                    if !reached {
-                        *self.sent.entry(sig).or_default() += 1;
-                        crate::msg::verbose(format_args!("sent {sig} to {} ({})", p.pid, p.comm));
-                    }
                     if self.plan.main_child == Some(p.pid) {
                         self.note_sent_to_child(p.pgid, sig);
-                    }
-                    // A stopped process would hold a polite signal pending until continued.
-                    if p.state == "T"
-                        && sig != Sig::KILL
-                        && sig != Sig::CONT
-                        && handle.signal(Sig::CONT).is_ok()
-                    {
-                        *self.sent.entry(Sig::CONT).or_default() += 1;
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return Ok(None),
@@ -112,5 +105,28 @@ impl Stop {
         {
             self.sent_to_child.push(sig);
         }
+    }
+}
+
+/// Sends `sig` to `p` through `handle`, counts it in `sent` and tells it under `-v` (`why` ends
+/// the line); a stopped process is continued too.
+pub(super) fn send(
+    handle: &Handle,
+    p: &Proc,
+    sig: Sig,
+    sent: &mut BTreeMap<Sig, u64>,
+    why: &str,
+) -> std::io::Result<()> {
+    handle.signal(sig)?;
+    *sent.entry(sig).or_default() += 1;
+    crate::msg::verbose(format_args!("sent {sig} to {} ({}){why}", p.pid, p.comm));
+    wake_if_stopped(handle, p, sig, sent);
+    Ok(())
+}
+
+/// A stopped process would hold a polite signal pending until continued: SIGCONT follows it.
+fn wake_if_stopped(handle: &Handle, p: &Proc, sig: Sig, sent: &mut BTreeMap<Sig, u64>) {
+    if p.state == "T" && sig != Sig::KILL && sig != Sig::CONT && handle.signal(Sig::CONT).is_ok() {
+        *sent.entry(Sig::CONT).or_default() += 1;
     }
 }

@@ -217,17 +217,9 @@ impl SweepStop {
             }
         };
         let sig = if kill { Sig::KILL } else { self.stop_signal };
-        match handle.signal(sig) {
-            Ok(()) => {
-                *self.sent.entry(sig).or_default() += 1;
-                crate::msg::verbose(format_args!(
-                    "sent {sig} to {} ({}), which works in a swept folder",
-                    p.pid, p.comm
-                ));
-                if p.state == "T" && sig != Sig::KILL && handle.signal(Sig::CONT).is_ok() {
-                    *self.sent.entry(Sig::CONT).or_default() += 1;
-                }
-            }
+        let why = ", which works in a swept folder";
+        match super::deliver::send(&handle, &p, sig, &mut self.sent, why) {
+            Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => return true,
             Err(e) => {
                 let msg = format!("could not send {sig} to pid {} ({}): {e}", p.pid, p.comm);
