@@ -76,6 +76,19 @@ impl Handle {
         }
     }
 
+    /// Whether the process has ended (a zombie has): through its pidfd where it has one, else by
+    /// its pid and start time. A read of /proc that fails says it has not.
+    pub fn exited(&self) -> bool {
+        match &self.fd {
+            Some(fd) => sys::pidfd_exited(fd.as_fd()),
+            None => match read(self.pid) {
+                Ok(Some(p)) => p.starttime != self.starttime || !p.is_live(),
+                Ok(None) => true,
+                Err(_) => false,
+            },
+        }
+    }
+
     /// Closes the pidfd of a process already signalled: from now on it is named by its pid and
     /// start time, and its exit is learnt by rescans.
     pub fn release_pidfd(&mut self) {

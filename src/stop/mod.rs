@@ -1,5 +1,6 @@
 //! The stop protocol: polite signal, event-driven grace, SIGKILL rounds with rescans, then proof.
 
+mod callers;
 mod confirm;
 mod deliver;
 mod group;

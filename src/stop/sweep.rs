@@ -5,7 +5,7 @@
 use crate::proctable::{self, Handle, Proc};
 use crate::scope::Scope;
 use crate::signal::Sig;
-use crate::sweep::{Found, Report, Scan, Sweep};
+use crate::sweep::{Found, Report, Scan, Started, Sweep};
 use crate::sys;
 use nix::unistd::Pid;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -36,13 +36,15 @@ pub struct SweepStop {
     signalled: HashMap<Pid, (Handle, bool)>,
     /// The run's own scope: its stop signals the matches that are its members (never twice).
     scope: Scope,
-    /// vloer-run's control clients and the processes waiting for them: never matches (a
+    /// vloer-run's control clients: they and the processes waiting for them are never matches (a
     /// `vloer-run stop` names the socket, which may lie in the folder).
-    exempt: HashSet<Pid>,
     clients: Vec<Pid>,
     /// Scans in a row that found nothing.
     clean: u32,
     last: Scan,
+    /// The latest reason a scan of this stop gave for not having seen every process: the
+    /// verdict's error when the stop ends unproven with the last scan settled.
+    unsettled: Option<String>,
     report: Report,
     sent: BTreeMap<Sig, u64>,
     errors: Vec<String>,
@@ -80,15 +82,15 @@ impl SweepStop {
             after_tree: false,
             signalled: HashMap::new(),
             scope,
-            exempt: HashSet::new(),
             clients: Vec::new(),
             clean: 0,
             last: Scan::default(),
+            unsettled: None,
             report,
             sent: BTreeMap::new(),
             errors: Vec::new(),
         };
-        s.set_clients(clients);
+        s.clients = clients;
         s.step(now);
         s
     }
@@ -107,13 +109,8 @@ impl SweepStop {
         (!self.done && self.waiting).then(|| self.kill_end.min(Instant::now() + TICK))
     }
 
-    /// The control clients connected now: they, and the processes waiting for them, are never
-    /// matches.
+    /// The control clients connected now: see `clients`.
     pub fn set_clients(&mut self, clients: Vec<Pid>) {
-        if clients == self.clients {
-            return;
-        }
-        self.exempt = clients.iter().flat_map(|&c| line_of(c)).collect();
         self.clients = clients;
     }
 
@@ -142,8 +139,14 @@ impl SweepStop {
     /// One scan, without vloer-run's clients and those waiting for them.
     fn scan(&self) -> Scan {
         let mut scan = self.sweep.scan();
-        scan.found.retain(|f| !self.exempt.contains(&f.pid));
-        scan.unverified.retain(|u| !self.exempt.contains(&u.pid));
+        // Read after the scan: a process that waits now for a client waited while it looked.
+        let exempt: HashSet<Pid> = self
+            .clients
+            .iter()
+            .flat_map(|&c| super::callers::of(c))
+            .collect();
+        scan.found.retain(|f| !exempt.contains(&f.pid));
+        scan.unverified.retain(|u| !exempt.contains(&u.pid));
         scan
     }
 
@@ -157,12 +160,16 @@ impl SweepStop {
         loop {
             let scan = self.scan();
             self.report.add(&scan);
-            let clean = scan.clean(self.sweep.strict);
+            let lingering = self.lingering(kill);
+            let clean = scan.clean(self.sweep.strict) && lingering == 0;
             self.clean = if clean { self.clean + 1 } else { 0 };
             let stoppable: Vec<Found> = scan.to_signal().cloned().collect();
             let error = scan.error.clone();
             // Processes came and went too fast for this scan: the next one may see them all.
             let unsettled = scan.unsettled.is_some();
+            if unsettled {
+                self.unsettled.clone_from(&scan.unsettled);
+            }
             self.last = scan;
             if let Some(e) = error {
                 self.errors.push(e);
@@ -181,7 +188,7 @@ impl SweepStop {
                 }
                 continue;
             }
-            let mut waiting = false;
+            let mut waiting = lingering > 0;
             for f in &stoppable {
                 waiting |= self.stop_one(f, kill);
             }
@@ -191,6 +198,27 @@ impl SweepStop {
             }
             return;
         }
+    }
+
+    /// How many matches it signalled are still alive, whether a scan finds them or not: one that
+    /// ignores the stop signal and leaves the folder for a moment may come back to it, so it
+    /// keeps the sweep from being clean, and gets SIGKILL once `kill` like one still found.
+    fn lingering(&mut self, kill: bool) -> usize {
+        self.signalled.retain(|_, (h, _)| !h.exited());
+        if kill {
+            for (h, killed) in self.signalled.values_mut().filter(|(_, k)| !*k) {
+                let Ok(Some(p)) = proctable::read(h.pid) else {
+                    continue;
+                };
+                let why = ", which worked in a swept folder and is still alive";
+                if p.starttime == h.starttime
+                    && super::deliver::send(h, &p, Sig::KILL, &mut self.sent, why).is_ok()
+                {
+                    *killed = true;
+                }
+            }
+        }
+        self.signalled.len()
     }
 
     /// Signals `f` (SIGKILL once `kill`) unless the run's own stop covers it or it got that
@@ -245,20 +273,41 @@ impl SweepStop {
             self.errors.extend(scan.error.clone());
             self.last = scan;
         }
-        if !proven {
-            self.errors.extend(self.last.unsettled.clone());
-        }
-        let survivors = self
+        let lingering = self.lingering(false);
+        let alive = |pid: Pid, starttime: u64| {
+            proctable::read(pid)
+                .ok()
+                .flatten()
+                .filter(|p| p.starttime == starttime && p.is_live())
+        };
+        let mut survivors: Vec<Proc> = self
             .last
             .found
             .iter()
-            .filter_map(|f| {
-                proctable::read(f.pid)
-                    .ok()
-                    .flatten()
-                    .filter(|p| p.starttime == f.starttime && p.is_live())
-            })
+            .filter_map(|f| alive(f.pid, f.starttime))
             .collect();
+        for h in self.signalled.values().map(|(h, _)| h) {
+            if !survivors.iter().any(|p| p.pid == h.pid) {
+                survivors.extend(alive(h.pid, h.starttime));
+            }
+        }
+        let strict = self.sweep.strict;
+        let quiet = self.last.found.is_empty()
+            && (self.last.unverified.iter()).all(|u| !strict && u.started == Started::Before);
+        if !proven && self.errors.is_empty() && survivors.is_empty() && quiet {
+            // Not held now, by what this scan could see: say why that is no proof.
+            let why = match (&self.last.unsettled, &self.unsettled, lingering) {
+                (Some(now), _, _) => now.clone(),
+                (None, Some(before), _) => before.clone(),
+                (None, None, 0) => "the stop ended before two scans in a row found the swept \
+                                    folders quiet"
+                    .into(),
+                (None, None, _) => "a process the sweep signalled is still alive".into(),
+            };
+            self.errors.push(why);
+        } else if !proven {
+            self.errors.extend(self.last.unsettled.clone());
+        }
         let mut errors = self.errors;
         errors.dedup();
         SweepOutcome {
@@ -287,14 +336,9 @@ fn in_tree(p: &Proc) -> bool {
     line_up(p.ppid).1
 }
 
-/// `pid` and its ancestors, up to (not including) vloer-run's own line or init.
-fn line_of(pid: Pid) -> Vec<Pid> {
-    line_up(pid).0
-}
-
 /// The chain of parents from `pid` up, read in /proc, and whether it reached vloer-run (which
 /// it does not include), rather than init or a process gone meanwhile.
-fn line_up(pid: Pid) -> (Vec<Pid>, bool) {
+pub(super) fn line_up(pid: Pid) -> (Vec<Pid>, bool) {
     let me = sys::own_pid();
     let mut line = Vec::new();
     let mut at = pid;

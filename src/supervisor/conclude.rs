@@ -35,6 +35,9 @@ impl Supervisor {
         // The main child and other dead children are zombies now; collect their status. Then the
         // kernel's own word, where it has one, is the proof; /proc only names survivors.
         let empty = self.scope() == Scope::Tree && self.tree_is_empty();
+        // Before the stop's own account, so that the time the stop took includes the sweep's
+        // last scans.
+        let sweep = self.finish_sweep();
         let outcome = match state {
             State::Stopping(s) | State::Waiting(s) => s.finish(Instant::now(), empty),
             State::Running => Outcome {
@@ -42,7 +45,6 @@ impl Supervisor {
                 ..Outcome::default()
             },
         };
-        let sweep = self.finish_sweep();
         self.terminal.hand_back(self.child.pid());
         let mut errors = self.record.errors.clone();
         errors.extend(outcome.error.clone());

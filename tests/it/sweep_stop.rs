@@ -20,6 +20,7 @@ struct Daemon {
 const DAEMON: &str = r#"read x < "$FIFO"
 case "$KIND" in
 fork) (cd "$W" && trap '' TERM && while :; do sleep 100 & sleep 0.002; done) & ;;
+leave) (cd "$W" && trap 'cd /' TERM && while :; do sleep 0.01; [ "$PWD" = / ] && sleep 1 && cd "$W"; done) & ;;
 *) (cd "$W" && trap '' TERM && while :; do echo x >> f; sleep 0.01; done) & ;;
 esac
 echo $! > "$P.tmp" && mv "$P.tmp" "$P"
@@ -142,6 +143,32 @@ fn a_worker_started_outside_the_tree_is_stopped_when_the_child_exits_and_not_wit
     harness::wait_until("the worker to write on", || size() > before);
     assert!(harness::alive(worker));
     adopted.end_all();
+}
+
+#[test]
+fn a_signalled_worker_that_leaves_the_folder_for_a_while_is_still_stopped() {
+    // On SIGTERM the worker leaves the folder for a second, then comes back: the scans in
+    // between find nothing, but a process the sweep signalled is not gone while it lives.
+    let dir = harness::tempdir();
+    let daemon = Daemon::start(dir.path(), "leave");
+    let f = Run::new(args(
+        &["--grace", "300ms"],
+        &daemon,
+        daemon.child("sleep 0.3"),
+    ))
+    .finish();
+    let worker = daemon.worker();
+    let mut adopted = Adopted::new();
+    adopted.add(worker);
+    let v = f.verdict();
+    // Gone before the verdict was written: only its zombie may wait for the daemon to reap it.
+    assert!(
+        harness::wait_gone(worker, Duration::from_secs(2)),
+        "the worker outlived a verdict that said {}: {f}",
+        v["stopped"]
+    );
+    swept(&v, worker, &f);
+    assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
 }
 
 /// The live processes whose working directory is `folder`.
@@ -515,6 +542,77 @@ fn vloer_runs_own_clients_are_never_matches() {
         serde_json::json!([]),
         "{f}"
     );
+}
+
+/// A run with a control socket in its swept folder, and the client a shell in the folder starts
+/// with `script` (`$1` the folder, `$2` vloer-run): the run's verdict and the shell's pid.
+fn stopped_by_a_shell_in_the_folder(script: &str) -> (harness::Finished, i32) {
+    let dir = harness::tempdir();
+    let folder = dir.path().join("w");
+    std::fs::create_dir(&folder).unwrap();
+    let (folder_s, sock) = (
+        harness::path_str(&folder),
+        harness::path_str(&folder.join("ctl")),
+    );
+    let run = Run::new([
+        "--sweep",
+        &folder_s,
+        "--control",
+        &sock,
+        "--grace",
+        "300ms",
+        "--",
+        "sleep",
+        "30",
+    ])
+    .start();
+    harness::wait_for_socket(Path::new(&sock));
+    // A clock tick or more into the run: the shell started during it.
+    std::thread::sleep(Duration::from_millis(30));
+    let mut shell = Command::new("sh")
+        .args(["-c", script, "sh", &folder_s, harness::bin()])
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("sh");
+    let pid = shell.id() as i32;
+    let f = run.finish();
+    let _ = shell.kill();
+    let _ = shell.wait();
+    (f, pid)
+}
+
+#[test]
+fn only_the_callers_that_wait_for_a_client_are_exempt() {
+    // Waits for `vloer-run stop`, in the folder: the caller of the stop, never a match.
+    let (f, shell) = stopped_by_a_shell_in_the_folder(
+        r#"cd "$1" && "$2" stop --control ctl; echo "$?" > /dev/null"#,
+    );
+    let v = f.verdict();
+    assert_eq!(v["stopped"], true, "{f}");
+    assert_eq!(v["sweep"]["holders"], serde_json::json!([]), "{f}");
+    assert!(
+        v["sent"]["SIGTERM"] == 1,
+        "the child's SIGTERM and no more: the waiting shell {shell} was signalled: {f}"
+    );
+
+    // Starts the client in the background and goes on writing in the folder: a worker like any
+    // other, stopped (it ignores SIGTERM), listed, and gone before the verdict says true.
+    let (f, shell) = stopped_by_a_shell_in_the_folder(
+        r#"cd "$1" && trap '' TERM && { "$2" stop --control ctl & } && while :; do echo x >> f; sleep 0.01; done"#,
+    );
+    let v = f.verdict();
+    let holders = v["sweep"]["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        holders
+            .iter()
+            .any(|h| h["pid"] == shell && h["started"] == "during"),
+        "the shell {shell} that works on in the folder is not among the holders: {f}"
+    );
+    assert_eq!(v["stopped"], true, "{f}");
+    assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
 }
 
 #[test]
