@@ -1,6 +1,7 @@
 //! What one process holds (its working directory, root, executable, open files, file-backed
 //! maps) and names (its command-line arguments), matched against the swept folders' identities.
 
+use super::listing::{self, Seen, TASK_RELISTS};
 use super::mounts::{self, Ident, Mount, Table};
 use super::proc::{self, Got};
 use crate::sys::{self, Shared};
@@ -31,6 +32,9 @@ pub struct Held {
     /// The first file that could not be read, when one could not: the process may hold a folder
     /// without this look seeing it.
     pub denied: Option<String>,
+    /// Why this look may have missed one of the process's threads, when it may: new ones kept
+    /// appearing. The scan then proves nothing.
+    pub unsettled: Option<String>,
 }
 
 impl Held {
@@ -95,40 +99,68 @@ impl Look<'_> {
     /// has exited (`leader_gone`) its own links show nothing. kcmp tells which threads share
     /// what was read already, so each distinct one is read once; a thread it cannot compare
     /// (no kcmp in the kernel, a seccomp profile) is read.
-    pub fn threads(&self, leader_gone: bool, held: &mut Held) {
-        let Some(tids) = held.deny(proc::list(&format!("{}/task", self.pid))) else {
-            return;
-        };
+    ///
+    /// The threads are listed again until a listing shows none not yet considered: a table
+    /// that only ever lives in a thread that did not exist at the last listing (each one starts
+    /// the next, sharing it, and exits) is then read, or the look says it never settled.
+    pub fn threads(&self, dir: &proc::Dir, leader_gone: bool, held: &mut Held) {
         let main = (!leader_gone).then_some(self.pid);
         let (mut fs, mut files) = (Read::new(Shared::Fs, main), Read::new(Shared::Files, main));
-        let tids = tids
-            .iter()
-            .filter_map(|t| t.parse().ok())
-            .map(Pid::from_raw);
-        for tid in tids.filter(|t| *t != self.pid) {
+        let mut seen = Seen::default();
+        for _ in 0..TASK_RELISTS {
             let has = |w| held.what.contains(&w);
             // What is found already needs no second look.
-            let read_fs = !(has(What::Cwd) && has(What::Root)) && fs.unread(tid);
-            let read_files = !has(What::Fd) && files.unread(tid);
-            if !read_fs && !read_files {
-                continue;
+            if has(What::Fd) && has(What::Cwd) && has(What::Root) {
+                return;
             }
-            let Some(task) = held.deny(proc::Dir::open_task(self.pid, tid)) else {
-                continue;
+            let Some(tids) = held.deny(dir.tasks()) else {
+                return;
             };
-            if read_fs {
-                for (name, what) in [("cwd", What::Cwd), ("root", What::Root)] {
-                    let path = held
-                        .deny(task.link(name))
-                        .and_then(|t| mounts::link_path(&t));
-                    if path.is_some_and(|p| self.holds(&p, None)) {
-                        held.add(what);
-                    }
+            let new: Vec<Pid> = seen
+                .news(tids)
+                .into_iter()
+                .filter(|t| *t != self.pid)
+                .collect();
+            if new.is_empty() {
+                return;
+            }
+            for tid in new {
+                self.thread(dir, tid, (&mut fs, &mut files), held);
+            }
+        }
+        held.unsettled = Some(listing::threads_unsettled(self.pid));
+    }
+
+    /// Reads thread `tid`'s working directory and root, and its descriptors, where its tables
+    /// of them were not read yet.
+    fn thread(
+        &self,
+        dir: &proc::Dir,
+        tid: Pid,
+        (fs, files): (&mut Read, &mut Read),
+        held: &mut Held,
+    ) {
+        let has = |w| held.what.contains(&w);
+        let read_fs = !(has(What::Cwd) && has(What::Root)) && fs.unread(tid);
+        let read_files = !has(What::Fd) && files.unread(tid);
+        if !read_fs && !read_files {
+            return;
+        }
+        let Some(task) = held.deny(dir.task(tid)) else {
+            return;
+        };
+        if read_fs {
+            for (name, what) in [("cwd", What::Cwd), ("root", What::Root)] {
+                let path = held
+                    .deny(task.link(name))
+                    .and_then(|t| mounts::link_path(&t));
+                if path.is_some_and(|p| self.holds(&p, None)) {
+                    held.add(what);
                 }
             }
-            if read_files && self.any_fd(&task, held) {
-                held.add(What::Fd);
-            }
+        }
+        if read_files && self.any_fd(&task, held) {
+            held.add(What::Fd);
         }
     }
 

@@ -4,6 +4,7 @@
 
 mod dir;
 mod holds;
+mod listing;
 mod mounts;
 mod pids;
 mod proc;

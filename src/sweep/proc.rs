@@ -62,12 +62,33 @@ pub fn got(name: &str, read: io::Result<Vec<u8>>) -> Got<Vec<u8>> {
     read.map_or_else(|e| judged(name, e), Got::Text)
 }
 
-/// The entries of the folder `name`.
-pub fn list(name: &str) -> Got<Vec<String>> {
-    match files::list(name) {
-        Ok(l) => Got::Text(l),
-        Err(e) => judged(name, e),
+/// The entries of the folder `name` whose names are numbers (pids, tids), each with the inode
+/// number the listing gave it (see `listing`).
+pub fn numbered(name: &str) -> Got<Vec<(Pid, u64)>> {
+    match files::root() {
+        Ok(root) => numbered_at(root, name),
+        Err(e) => Got::Denied(e.0),
     }
+}
+
+fn numbered_at(at: impl AsFd, name: &str) -> Got<Vec<(Pid, u64)>> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let dir = match nix::dir::Dir::openat(at.as_fd(), name, flags, Mode::empty()) {
+        Ok(d) => d,
+        Err(e) => return judged(name, io::Error::from(e)),
+    };
+    let mut out = Vec::new();
+    for entry in dir {
+        let entry = match entry {
+            Ok(e) => e,
+            Err(e) => return judged(name, io::Error::from(e)),
+        };
+        let number = entry.file_name().to_str().ok().and_then(|n| n.parse().ok());
+        if let Some(n) = number {
+            out.push((Pid::from_raw(n), entry.ino()));
+        }
+    }
+    Got::Text(out)
 }
 
 /// One process's folder under /proc, held open: each name under it is then looked up from there,
@@ -80,24 +101,33 @@ pub struct Dir {
 
 impl Dir {
     pub fn open(pid: Pid) -> Got<Dir> {
-        Dir::open_at(pid, &pid.to_string())
+        let name = pid.to_string();
+        match files::root() {
+            Ok(root) => Dir::open_at(pid, root, &name, &name),
+            Err(e) => Got::Denied(e.0),
+        }
     }
 
-    /// One thread's folder (`PID/task/TID`): its own working directory, root and file table,
-    /// where it unshared them.
-    pub fn open_task(pid: Pid, tid: Pid) -> Got<Dir> {
-        Dir::open_at(pid, &format!("{pid}/task/{tid}"))
+    /// One of this process's threads' folder (`task/TID`): its own working directory, root and
+    /// file table, where it unshared them. Only a thread of this very process answers.
+    pub fn task(&self, tid: Pid) -> Got<Dir> {
+        let name = format!("task/{tid}");
+        Dir::open_at(self.pid, &self.fd, &name, &format!("{}/{name}", self.pid))
     }
 
-    fn open_at(pid: Pid, name: &str) -> Got<Dir> {
-        let root = match files::root() {
-            Ok(r) => r,
-            Err(e) => return Got::Denied(e.0),
-        };
+    fn open_at(pid: Pid, at: impl AsFd, name: &str, shown: &str) -> Got<Dir> {
         let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        match nix::fcntl::openat(root, name, flags, Mode::empty()) {
+        match nix::fcntl::openat(at, name, flags, Mode::empty()) {
             Ok(fd) => Got::Text(Dir { pid, fd }),
-            Err(e) => judged(name, io::Error::from(e)),
+            Err(e) => judged(shown, io::Error::from(e)),
+        }
+    }
+
+    /// This very process's threads (`task`), each with its listing's inode number.
+    pub fn tasks(&self) -> Got<Vec<(Pid, u64)>> {
+        match numbered_at(&self.fd, "task") {
+            Got::Denied(_) => Got::Denied(format!("/proc/{}/task: cannot be listed", self.pid)),
+            got => got,
         }
     }
 

@@ -2,8 +2,9 @@
 //! not be looked at. Each mount namespace's table is read once per pass.
 
 use super::holds::{Held, Look};
+use super::listing::{self, Seen, RELISTS};
 use super::mounts::{self, Ident, Table};
-use super::pids::{self, Mark};
+use super::pids::Mark;
 use super::proc::{self, Got, Stat};
 use super::{Found, Scan, Started, Sweep, Unverified};
 use crate::slowread;
@@ -14,10 +15,6 @@ use std::path::{Path, PathBuf};
 
 /// Processes whose slow reads go to the reader thread in one hand-over.
 const BATCH: usize = 128;
-
-/// How many times a scan lists /proc again for processes that appeared while it looked before it
-/// gives up on seeing them all at one moment.
-const RELISTS: usize = 16;
 
 /// As many processes as are read on the scan's own thread, without the link threads.
 const FEW: usize = 32;
@@ -34,22 +31,23 @@ pub fn scan(sweep: &Sweep) -> Scan {
     // An answer that cannot see every process proves nothing.
     scan.error = crate::proctable::files::hides_processes();
     let before = Mark::now();
-    let names = match list_pids() {
-        Ok(n) => n,
+    let mut seen = Seen::default();
+    let names = match listing::pids() {
+        Ok(n) => seen.news(n),
         Err(why) => {
             scan.error = Some(why);
             return scan;
         }
     };
-    let stats = stats_of(&names);
+    let stats = listing::stats_of(&names);
     let skip = own_line(&stats);
     let dirs: Vec<Ident> = sweep.dirs.iter().map(|d| d.current(&ours)).collect();
     let own_ns = proc::link("self/ns/mnt").ok();
     let mut pass = Pass {
         own_start: sweep.own_start,
         scan,
+        threads_unsettled: None,
     };
-    let mut seen: HashSet<Pid> = names.into_iter().collect();
     let mut batch = stats;
     let mut settled = false;
     for _ in 0..RELISTS {
@@ -66,8 +64,9 @@ pub fn scan(sweep: &Sweep) -> Scan {
         // is only ever in a listing made after it moved, so the scan follows until a listing
         // shows nothing new. Then every process that held a folder all along was read: the
         // last listing showed it (see `pids`), and it was not new, so it was read while alive.
-        let newer: Vec<Pid> = match list_pids() {
-            Ok(n) => n.into_iter().filter(|p| seen.insert(*p)).collect(),
+        // New is by pid and inode (see `listing`): a process on a number already read is new.
+        let newer = match listing::pids() {
+            Ok(n) => seen.news(n),
             Err(why) => {
                 pass.scan.error = Some(why);
                 break;
@@ -77,28 +76,11 @@ pub fn scan(sweep: &Sweep) -> Scan {
             settled = true;
             break;
         }
-        batch = stats_of(&newer);
+        batch = listing::stats_of(&newer);
     }
-    pass.scan.unsettled = unsettled(settled, before, Mark::now());
+    pass.scan.unsettled =
+        listing::unsettled(settled, before, Mark::now()).or(pass.threads_unsettled.take());
     pass.scan
-}
-
-/// Why a scan's listings may have missed a process that held a folder all along, if they may.
-fn unsettled(settled: bool, before: Option<Mark>, after: Option<Mark>) -> Option<String> {
-    if !settled {
-        return Some(format!(
-            "new processes kept appearing while a scan looked ({RELISTS} listings of /proc in a \
-             row showed new ones), so no scan saw every process"
-        ));
-    }
-    let (Some(before), Some(after)) = (before, after) else {
-        return Some("cannot read the kernel's pid counter (/proc/loadavg, /proc/stat)".into());
-    };
-    pids::came_round(before, after, pids::pid_max()).then(|| {
-        "the kernel's pid numbers came round to the bottom while a scan looked, so a new \
-         process may have taken a number the scan had passed"
-            .into()
-    })
 }
 
 /// The links of `looked` on two threads of their own (they are most of a pass's work, nearly all
@@ -142,26 +124,6 @@ fn inspect(
         }
         (linked, others, slow)
     })
-}
-
-/// Every pid /proc lists now.
-fn list_pids() -> Result<Vec<Pid>, String> {
-    match proc::list(".") {
-        Got::Text(n) => Ok(n
-            .iter()
-            .filter_map(|n| n.parse::<i32>().ok())
-            .map(Pid::from_raw)
-            .collect()),
-        Got::Gone | Got::Denied(_) => Err("cannot list /proc".into()),
-    }
-}
-
-/// The stat of each of `pids` still there.
-fn stats_of(pids: &[Pid]) -> Vec<Stat> {
-    pids.iter()
-        .filter_map(|p| proc::read(&format!("{p}/stat")).ok())
-        .filter_map(|b| proc::stat(&b))
-        .collect()
 }
 
 /// vloer-run and its ancestors (the caller waiting for it): never matches.
@@ -227,11 +189,13 @@ struct Linked {
     denied: Option<String>,
     /// Its links could not be looked at at all.
     unseen: bool,
-    /// Its uids, read through the folder its links were read through once that folder was
-    /// proven to be the process's (the start time): what it held stays a finding even when it
-    /// has exited by the time the scan records it (a process that keeps forking away from its
-    /// pid is gone a moment after it is read).
+    /// Its uids, read through the folder its links were read through: what it held stays a
+    /// finding even when it has exited by the time the scan records it (a process that keeps
+    /// forking away from its pid is gone a moment after it is read).
     own: Option<[u32; 3]>,
+    /// The stat read through that folder when it is another process's than the stat the look
+    /// began with (the pid was reused in between): the process whose links these are.
+    other: Option<Stat>,
 }
 
 fn link_pass(
@@ -254,6 +218,7 @@ fn link_pass(
                 denied,
                 unseen: true,
                 own: None,
+                other: None,
             };
             let Some(dir) = take(proc::Dir::open(pid), &mut denied) else {
                 return unseen(denied);
@@ -285,20 +250,19 @@ fn link_pass(
                 root: root.clone(),
             };
             let (mut held, cwd) = look.links(&dir);
-            if stat.threads > 1 {
-                look.threads(stat.state == 'Z', &mut held);
-            }
+            // Whatever the thread count in the stat read before: a process that had one thread
+            // then may have more now, one of them with a file table of its own.
+            look.threads(&dir, stat.state == 'Z', &mut held);
             // Only for a process its links found in a folder, after them (a short-lived one may
-            // be gone before): its stat and status stay readable while it is a zombie.
-            let same = !held.what.is_empty()
-                && dir
-                    .read("stat")
-                    .ok()
-                    .and_then(|b| proc::stat(&b))
-                    .is_some_and(|now| now.starttime == stat.starttime);
-            let own = same
-                .then(|| dir.read("status").ok().and_then(|t| proc::uids_in(&t)))
+            // be gone before): its stat and status stay readable while it is a zombie. The folder
+            // answers for the process it was opened for, which is another than the one the stat
+            // was read for when the pid was reused in between: then the finding is that one's.
+            let now = (!held.what.is_empty())
+                .then(|| dir.read("stat").ok().and_then(|b| proc::stat(&b)))
                 .flatten();
+            let own = now
+                .as_ref()
+                .and_then(|_| dir.read("status").ok().and_then(|t| proc::uids_in(&t)));
             Linked {
                 key,
                 root,
@@ -307,6 +271,7 @@ fn link_pass(
                 denied,
                 unseen: false,
                 own,
+                other: now.filter(|n| n.starttime != stat.starttime),
             }
         })
         .collect();
@@ -317,20 +282,27 @@ fn link_pass(
 struct Pass {
     own_start: u64,
     scan: Scan,
+    /// Why a process's threads may not all have been seen, when they may not.
+    threads_unsettled: Option<String>,
 }
 
 impl Pass {
     #[allow(clippy::too_many_arguments)]
     fn finish(
         &mut self,
-        stat: &Stat,
-        linked: Linked,
+        stat_listed: &Stat,
+        mut linked: Linked,
         ours: &Table,
         others: &Others,
         dirs: &[Ident],
         cmdline: Got<Vec<u8>>,
         maps: Got<Vec<u8>>,
     ) {
+        if let Some(why) = linked.held.unsettled.take() {
+            self.threads_unsettled.get_or_insert(why);
+        }
+        let stat = linked.other.take();
+        let stat = stat.as_ref().unwrap_or(stat_listed);
         let pid = stat.pid;
         let table = match &linked.key {
             None => ours,

@@ -37,6 +37,18 @@
 //!                                its file table and opens a file in the folder $HELPER_DIR (named
 //!                                in no argument); the others and the main thread hold nothing
 //!                                there; publishes its pid once the file is open
+//!   thread-hop files|fs READY    SIGTERM ignored; a thread unshares its file table (files; or its working directory,
+//!                                fs) and opens a file in (moves into) the folder $HELPER_DIR;
+//!                                then each thread starts the next, which shares those, and exits,
+//!                                so they live only in a thread newer than any listing of the
+//!                                process's threads; the main thread holds nothing there;
+//!                                publishes its pid once the first has the file open
+//!   pid-cycle N READY            as root in a pid namespace of its own: a subreaper whose
+//!                                descendants (SIGTERM ignored), working in the folder $HELPER_DIR, each fork the
+//!                                next and exit, with /proc/sys/kernel/ns_last_pid set before each
+//!                                fork so that they take N pid numbers in turn, over and over;
+//!                                publishes its own pid once the first is in the folder, and exits
+//!                                once none is left
 //!   join-group PGID READY        SIGTERM ignored; moves into process group PGID (of its session),
 //!                                publishes its pid and sleeps
 //!   many N READY [--then-exit]   forks N sleepers, publishes all pids (its own first), then reaps
@@ -131,6 +143,10 @@ fn main() {
         ("subreaper-hop", [ready, log]) => subreaper_hop(ready, log),
         ("thread-cwd", [how, ready]) => thread_cwd(how == "unshare", ready),
         ("thread-files", [n, ready]) => thread_files(parse_count(n), ready),
+        ("thread-hop", [how, ready]) if how == "files" || how == "fs" => {
+            thread_hop(how == "fs", ready)
+        }
+        ("pid-cycle", [n, ready]) => pid_cycle(parse_count(n).max(1), ready),
         ("join-group", [pgid, ready]) => {
             ignore(libc::SIGTERM);
             let pgid: i32 = pgid
@@ -434,6 +450,103 @@ fn thread_files(n: usize, ready: &str) -> ! {
     let _ = rx.recv();
     publish(ready, &[getpid()]);
     sleep_forever()
+}
+
+fn thread_hop(fs: bool, ready: &str) -> ! {
+    ignore(libc::SIGTERM);
+    let dir = std::env::var_os("HELPER_DIR").unwrap_or_else(|| die("no HELPER_DIR"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let what = if fs {
+            libc::CLONE_FS
+        } else {
+            libc::CLONE_FILES
+        };
+        // SAFETY: plain integer argument; only this thread's tables are unshared.
+        if unsafe { libc::unshare(what) } != 0 {
+            die(&format!("unshare: {}", std::io::Error::last_os_error()));
+        }
+        if fs {
+            if let Err(e) = std::env::set_current_dir(&dir) {
+                die(&format!("chdir: {e}"));
+            }
+        } else {
+            let file = std::fs::File::create(std::path::Path::new(&dir).join("held"))
+                .unwrap_or_else(|e| die(&format!("open: {e}")));
+            // Kept open for good, in the table only this thread and its successors share.
+            std::mem::forget(file);
+        }
+        let _ = tx.send(());
+        hop_thread()
+    });
+    let _ = rx.recv();
+    publish(ready, &[getpid()]);
+    sleep_forever()
+}
+
+/// Starts the next thread and returns (ending this one). pthread_create shares the calling
+/// thread's file table and working directory (CLONE_FILES, CLONE_FS), so the unshared ones live
+/// on in the chain, and only there.
+fn hop_thread() {
+    loop {
+        match std::thread::Builder::new()
+            .stack_size(64 * 1024)
+            .spawn(hop_thread)
+        {
+            Ok(_) => return,
+            // Out of threads for a moment: this one keeps the tables meanwhile.
+            Err(_) => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+}
+
+fn pid_cycle(n: usize, ready: &str) -> ! {
+    let dir = std::env::var_os("HELPER_DIR").unwrap_or_else(|| die("no HELPER_DIR"));
+    let last = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/sys/kernel/ns_last_pid")
+        .unwrap_or_else(|e| die(&format!("ns_last_pid: {e}")));
+    // Numbers above those the namespace's few processes hold.
+    let base = getpid() + 200;
+    // SAFETY: plain integer arguments: orphaned generations come to this process, which reaps
+    // them, so their numbers are free again at once.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+    let (r, w) = pipe();
+    if fork() == 0 {
+        drop(r);
+        ignore(libc::SIGTERM);
+        if let Err(e) = std::env::set_current_dir(&dir) {
+            die(&format!("chdir: {e}"));
+        }
+        let _ = std::fs::File::from(w).write_all(b"in\n");
+        let until = Instant::now() + FORK_FOR;
+        let mut k = 0;
+        while Instant::now() < until {
+            k = (k + 1) % n;
+            // The next fork takes the number after this one, when it is free.
+            use std::os::unix::fs::FileExt;
+            let _ = last.write_at(format!("{}", base + k as i32 - 1).as_bytes(), 0);
+            if fork() != 0 {
+                quick_exit(0);
+            }
+        }
+        sleep_forever()
+    }
+    drop(w);
+    let mut text = String::new();
+    let _ = std::fs::File::from(r).read_to_string(&mut text);
+    publish(ready, &[getpid()]);
+    loop {
+        let mut status = 0;
+        // SAFETY: `status` is a valid out-pointer.
+        if unsafe { libc::waitpid(-1, &mut status, 0) } < 0
+            && std::io::Error::last_os_error().raw_os_error() == Some(libc::ECHILD)
+        {
+            exit(0)
+        }
+    }
 }
 
 fn many(n: usize, ready: &str, then_exit: bool) -> ! {

@@ -52,3 +52,5 @@ mod container;
 mod cost;
 // The folder sweep: what holds or names a swept folder, inside the run or not, as status shows it.
 mod sweep;
+// The folder sweep against holders that move where a scan already looked: threads, reused pids.
+mod sweep_hop;
