@@ -4,6 +4,7 @@
 use super::listing::{self, Seen, TASK_RELISTS};
 use super::mounts::{self, Ident, Mount, Table};
 use super::proc::{self, Got};
+use super::uring;
 use crate::sys::{self, Shared};
 use nix::unistd::Pid;
 use serde::Serialize;
@@ -211,6 +212,13 @@ impl Look<'_> {
         };
         for (fd, text) in fds {
             let Some(path) = mounts::link_path(&text) else {
+                // A ring's registered files may have no descriptor of their own left.
+                if uring::is_ring(&text) {
+                    let files = held.deny(uring::files(dir, self.pid, &fd));
+                    if files.is_some_and(|f| f.iter().any(|p| self.could_hold(p))) {
+                        return true;
+                    }
+                }
                 continue;
             };
             if !self.could_hold(&path) {

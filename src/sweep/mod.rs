@@ -10,6 +10,7 @@ mod pids;
 mod proc;
 mod report;
 mod scan;
+mod uring;
 
 pub use dir::Dir;
 pub use holds::What;

@@ -146,8 +146,9 @@ fn parse_line(line: &[u8], base: &Path) -> Option<Mount> {
     })
 }
 
-/// mountinfo writes space, tab, newline and backslash as `\ooo`.
-fn unescape(field: &[u8]) -> PathBuf {
+/// mountinfo writes space, tab, newline and backslash as `\ooo`, and so does an io_uring ring's
+/// `fdinfo` in its list of registered files.
+pub fn unescape(field: &[u8]) -> PathBuf {
     let mut out = Vec::with_capacity(field.len());
     let mut i = 0;
     while i < field.len() {

@@ -37,6 +37,13 @@
 //!                                its file table and opens a file in the folder $HELPER_DIR (named
 //!                                in no argument); the others and the main thread hold nothing
 //!                                there; publishes its pid once the file is open
+//!   uring-file READY             opens a file in the folder $HELPER_DIR (named in no argument),
+//!                                registers it with an io_uring ring as a fixed file, closes its
+//!                                own descriptor (only the ring's is left), publishes its pid and
+//!                                sleeps
+//!   uring-check                  exits 0 where io_uring works; 3, saying why, where the kernel
+//!                                has none or refuses it (ENOSYS, EPERM: a sysctl, a seccomp
+//!                                profile); anything else fails (2)
 //!   thread-hop files|fs READY    SIGTERM ignored; a thread unshares its file table (files; or its working directory,
 //!                                fs) and opens a file in (moves into) the folder $HELPER_DIR;
 //!                                then each thread starts the next, which shares those, and exits,
@@ -143,6 +150,15 @@ fn main() {
         ("subreaper-hop", [ready, log]) => subreaper_hop(ready, log),
         ("thread-cwd", [how, ready]) => thread_cwd(how == "unshare", ready),
         ("thread-files", [n, ready]) => thread_files(parse_count(n), ready),
+        ("uring-file", [ready]) => uring_file(ready),
+        ("uring-check", []) => match uring_setup() {
+            Ok(_) => exit(0),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
+                println!("io_uring_setup: {e}");
+                exit(3)
+            }
+            Err(e) => die(&format!("io_uring_setup: {e}")),
+        },
         ("thread-hop", [how, ready]) if how == "files" || how == "fs" => {
             thread_hop(how == "fs", ready)
         }
@@ -547,6 +563,51 @@ fn pid_cycle(n: usize, ready: &str) -> ! {
             exit(0)
         }
     }
+}
+
+/// A new io_uring ring with 4 entries, not mapped: registering files needs no more.
+fn uring_setup() -> std::io::Result<OwnedFd> {
+    // struct io_uring_params: 120 bytes, all zero asks for the defaults; the kernel fills in
+    // the ring's offsets, which are not needed here.
+    let mut params = [0u32; 30];
+    // SAFETY: params is writable and as large as the kernel's struct io_uring_params.
+    let fd = unsafe { libc::syscall(libc::SYS_io_uring_setup, 4u32, params.as_mut_ptr()) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+fn uring_file(ready: &str) -> ! {
+    const IORING_REGISTER_FILES: u32 = 2;
+    let dir = std::env::var_os("HELPER_DIR").unwrap_or_else(|| die("no HELPER_DIR"));
+    let file = std::fs::File::create(std::path::Path::new(&dir).join("registered"))
+        .unwrap_or_else(|e| die(&format!("open: {e}")));
+    let ring = uring_setup().unwrap_or_else(|e| die(&format!("io_uring_setup: {e}")));
+    let fds = [file.as_raw_fd()];
+    // SAFETY: fds is an array of one descriptor, as the count says; the kernel takes its own
+    // reference to the file.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_io_uring_register,
+            ring.as_raw_fd(),
+            IORING_REGISTER_FILES,
+            fds.as_ptr(),
+            1u32,
+        )
+    };
+    if r != 0 {
+        die(&format!(
+            "io_uring_register: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // The ring holds the file from now on; the process has no descriptor of it.
+    drop(file);
+    std::mem::forget(ring);
+    publish(ready, &[getpid()]);
+    sleep_forever()
 }
 
 fn many(n: usize, ready: &str, then_exit: bool) -> ! {

@@ -146,6 +146,37 @@ pub fn skip(reason: &str) -> bool {
     true
 }
 
+/// Whether io_uring is refused to the tests (a kernel built without it, the
+/// `kernel.io_uring_disabled` sysctl, a container's seccomp profile); then prints why a test of
+/// it does not run. Not a `skip`, which `VLOER_TESTS_NO_SKIP` makes a failure: that is for a
+/// tool or mount missing from the test machine, which root can add, while this is a setting of
+/// the kernel or of the container the tests run in, and no ring can be made to test with. Only
+/// ENOSYS and EPERM count as refused; any other failure of the probe fails the test.
+pub fn io_uring_refused() -> bool {
+    let out = std::process::Command::new(helper())
+        .arg("uring-check")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the helper");
+    match out.status.code() {
+        Some(0) => false,
+        Some(3) => {
+            let why = String::from_utf8_lossy(&out.stdout);
+            let sysctl = std::fs::read_to_string("/proc/sys/kernel/io_uring_disabled");
+            let sysctl = sysctl.map_or("no such sysctl".into(), |s| s.trim().to_string());
+            eprintln!(
+                "SKIPPED: io_uring is refused here ({}; kernel.io_uring_disabled: {sysctl})",
+                why.trim()
+            );
+            true
+        }
+        _ => panic!(
+            "the io_uring probe failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
 /// Whether `argv` followed by `true` runs and succeeds here (a namespace, a mount, a tool); when
 /// not, prints the skip reason, naming `what`, and returns false.
 pub fn works_here(argv: &[&str], what: &str) -> bool {

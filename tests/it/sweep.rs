@@ -267,6 +267,42 @@ fn a_thread_with_a_file_table_of_its_own_holds_the_folder_among_any_number_of_th
 }
 
 #[test]
+fn a_file_registered_with_an_io_uring_ring_holds_the_folder() {
+    if harness::io_uring_refused() {
+        return;
+    }
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let ready = f.top().join("ready");
+    let child = Command::new(harness::helper())
+        .args(["uring-file", &path_str(&ready)])
+        .env("HELPER_DIR", f.dir())
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("the helper");
+    let p = Outside(child);
+    assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+    // Its descriptors show the ring and nothing in the folder; only the ring's fdinfo names the
+    // file.
+    let links: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", p.pid()))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .collect();
+    assert!(
+        !links.iter().any(|l| l.starts_with(f.dir())),
+        "no descriptor of the file is left: {links:?}"
+    );
+    assert!(
+        links
+            .iter()
+            .any(|l| l == Path::new("anon_inode:[io_uring]")),
+        "{links:?}"
+    );
+    assert_eq!(inst.what(p.pid()), what(&["fd"]));
+}
+
+#[test]
 fn a_file_backed_mapping_holds_the_folder() {
     let f = Folder::new();
     let lib = f.dir().join("libpreload.so");

@@ -763,6 +763,15 @@ fn a_thread_with_a_file_table_of_its_own_is_found() {
     thread_in_the_folder_is_stopped(&["thread-files", "300"], "fd", harness::without_kcmp);
 }
 
+#[test]
+fn a_file_registered_with_an_io_uring_ring_is_found() {
+    // The process closed its descriptor of the file: only the ring's fdinfo names it.
+    if harness::io_uring_refused() {
+        return;
+    }
+    thread_in_the_folder_is_stopped(&["uring-file"], "fd", |run| run);
+}
+
 /// Starts the helper (`args`, then its READY file) outside the tree during a run with `--sweep`
 /// (made through `wrap`), after which the run ends: the helper is stopped and listed, holding the
 /// folder by `what`.
