@@ -177,7 +177,7 @@ fn slow_reads(batch: &[&Stat]) -> Vec<Slow> {
 }
 
 /// Other namespaces' tables, by namespace and the root they were read from (None: unreadable).
-type Others = HashMap<(Vec<u8>, PathBuf), Option<Table>>;
+type Others = HashMap<(Vec<u8>, PathBuf), Table>;
 
 /// What the link pass learned of one process.
 struct Linked {
@@ -223,22 +223,33 @@ fn link_pass(
             let Some(dir) = take(proc::Dir::open(pid), &mut denied) else {
                 return unseen(denied);
             };
-
-            let ns = take(dir.link("ns/mnt"), &mut denied);
-            let root = take(dir.link("root"), &mut denied).and_then(|t| mounts::link_path(&t));
+            let live = live_thread(&dir);
+            let at = live.as_ref().unwrap_or(&dir);
+            let ns = take(at.link("ns/mnt"), &mut denied);
+            let root = take(at.link("root"), &mut denied).and_then(|t| mounts::link_path(&t));
             let (key, table) = match (ns, &root) {
                 (Some(ns), Some(root)) if Some(&ns) != own_ns => {
                     let key = (ns, root.clone());
-                    let table = others.entry(key.clone()).or_insert_with(|| {
-                        let text = proc::read(&format!("{pid}/mountinfo")).ok()?;
-                        Some(Table::parse(&text, root))
-                    });
-                    match table {
-                        Some(t) => (Some(key), &*t),
-                        None => {
-                            denied.get_or_insert(format!("/proc/{pid}/mountinfo: not readable"));
-                            return unseen(denied);
+                    if !others.contains_key(&key) {
+                        match at.read("mountinfo") {
+                            Got::Text(text) => {
+                                others.insert(key.clone(), Table::parse(&text, root));
+                            }
+                            // Its namespaces are dropped after its files and working directory
+                            // (`exit_task_namespaces` follows `exit_files` and `exit_fs` in the
+                            // kernel's do_exit): a process that lost them while we looked is
+                            // read like one that had none, which finds what its threads hold.
+                            _ if matches!(at.link("ns/mnt"), Got::Gone) => {}
+                            _ => {
+                                denied
+                                    .get_or_insert(format!("/proc/{pid}/mountinfo: not readable"));
+                                return unseen(denied);
+                            }
                         }
+                    }
+                    match others.get(&key) {
+                        Some(t) => (Some(key), t),
+                        None => (None, ours),
                     }
                 }
                 _ => (None, ours),
@@ -278,6 +289,19 @@ fn link_pass(
     (linked, others)
 }
 
+/// Where the main thread already exited (and with it dropped its namespaces) while others run,
+/// one of those: its mount namespace and root are the ones the process's links are to be read in.
+fn live_thread(dir: &proc::Dir) -> Option<proc::Dir> {
+    if !matches!(dir.link("ns/mnt"), Got::Gone) {
+        return None;
+    }
+    dir.tasks()
+        .ok()?
+        .into_iter()
+        .filter_map(|(tid, _)| dir.task(tid).ok())
+        .find(|task| task.link("ns/mnt").ok().is_some())
+}
+
 /// What one scan found so far.
 struct Pass {
     own_start: u64,
@@ -307,8 +331,8 @@ impl Pass {
         let table = match &linked.key {
             None => ours,
             Some(key) => match others.get(key) {
-                Some(Some(t)) => t,
-                _ => return self.unverified(stat, linked.denied),
+                Some(t) => t,
+                None => return self.unverified(stat, linked.denied),
             },
         };
         if linked.unseen {

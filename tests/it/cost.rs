@@ -94,6 +94,7 @@ fn a_stop_reads_nothing_of_the_processes_that_already_exited() {
 
 #[test]
 fn a_large_dying_group_is_not_read_and_a_daemon_that_left_it_still_hears_the_signal() {
+    let _storm = harness::storm();
     // MEMBERS wait for SIGTERM, then exit in 20 bursts 5 ms apart (about 100 ms in all); the
     // main child dies of it at once, and a setsid() daemon outside the group waits to be found.
     // A scan while the group dies would read each member still alive (its stat and its

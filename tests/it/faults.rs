@@ -482,6 +482,7 @@ fn group_scope_never_takes_a_recycled_group_for_the_child_s() {
 /// kill-timeout + 1 s; the namespace's own /proc then says what is really left.
 #[test]
 fn fork_storm_converges_or_is_reported_truthfully_in_time() {
+    let _storm = harness::storm();
     if !can_unshare(PID_NS) {
         return;
     }

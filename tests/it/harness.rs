@@ -7,6 +7,7 @@ use std::io::Read;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 /// A wrapper that runs what follows as uid and gid 65534, with no supplementary groups.
@@ -130,6 +131,22 @@ fn reachable(program: &str, name: &str) -> String {
 
 /// A generous bound for anything a test waits on; these machines are noisy.
 pub const LIMIT: Duration = Duration::from_secs(60);
+
+/// Tests that read every process on the machine (the folder sweep) and tests that fork without
+/// pause take turns: a scan that keeps finding new processes proves nothing, by design, so a
+/// fork storm in another test would make a sweep test's verdict false for a reason of its own.
+static MACHINE: RwLock<()> = RwLock::new(());
+
+/// Held by a test whose verdict needs a scan of every process to settle; many may hold it at once.
+pub fn quiet() -> RwLockReadGuard<'static, ()> {
+    MACHINE.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Held by a test that forks without pause (or makes thousands of processes at once) while it
+/// runs: no `quiet` test runs meanwhile. A test holds one of the two, never both.
+pub fn storm() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(PoisonError::into_inner)
+}
 
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()

@@ -74,6 +74,7 @@ fn forking_during_the_stop(
     extra: &[&str],
     flags: &[&str],
 ) -> (harness::Finished, serde_json::Value, Vec<i32>) {
+    let _storm = harness::storm();
     let dir = harness::tempdir();
     let ready = harness::tmp_path(&dir, "ready");
     let log = harness::tmp_path(&dir, "log");
@@ -140,6 +141,7 @@ fn a_process_that_keeps_changing_its_pid_is_still_stopped_under_scope_group() {
 
 #[test]
 fn a_tree_larger_than_the_descriptor_limit_is_still_stopped_and_confirmed() {
+    let _storm = harness::storm();
     // One pidfd per tracked process: with the soft limit at 64, a 300-process stop only works
     // because vloer-run raises its own limit; the child still gets the 64 it was started with.
     let dir = harness::tempdir();
@@ -184,6 +186,7 @@ fn hoppers_left(dir: &tempfile::TempDir, log: &std::path::Path, group: i32) -> (
 
 #[test]
 fn a_member_orphaned_to_an_inner_subreaper_is_never_missed_under_scope_group() {
+    let _storm = harness::storm();
     // A subreaper outside the child's group, and below it processes that join the group and keep
     // forking away from their pid: each live one is orphaned to the subreaper, where a walk that
     // re-reads only vloer-run's own children misses it. Only the kernel's word on the group
@@ -274,6 +277,7 @@ fn an_outsider_that_joins_the_childs_group_hears_only_the_groups_first_signal() 
 
 #[test]
 fn an_outsider_in_the_group_is_no_proof_that_the_runs_members_are_gone() {
+    let _storm = harness::storm();
     // Processes orphaned to an inner subreaper keep joining the child's group and forking away,
     // and an outsider from the caller's session holds the group too: that /proc shows only the
     // outsider in it proves nothing while the run has processes elsewhere. The stop waits out the

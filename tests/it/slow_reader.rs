@@ -6,6 +6,7 @@ use std::io::Read;
 
 #[test]
 fn a_caller_that_stops_reading_stderr_never_holds_the_stop_back() {
+    let _storm = harness::storm();
     // With -v, each signal and each reap is a line. Written at the reader's pace, they held the
     // reaper back: on a busy machine a forking tree filled the pid space with zombies meanwhile.
     // The child leaves 2000 processes behind, which the stop signals one by one and reaps: 4000

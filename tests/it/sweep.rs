@@ -156,6 +156,7 @@ fn needs_root(what: &str) -> bool {
 
 #[test]
 fn a_working_directory_in_the_folder_or_below_it_holds_it() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
     let at = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
@@ -176,6 +177,7 @@ fn a_working_directory_in_the_folder_or_below_it_holds_it() {
 
 #[test]
 fn a_root_in_the_folder_holds_it() {
+    let _quiet = harness::quiet();
     if needs_root("chroot") {
         return;
     }
@@ -198,6 +200,7 @@ fn a_root_in_the_folder_holds_it() {
 
 #[test]
 fn an_executable_in_the_folder_holds_it() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let copy = f.dir().join("napper");
     std::fs::copy("/bin/sleep", &copy).unwrap();
@@ -212,6 +215,7 @@ fn an_executable_in_the_folder_holds_it() {
 
 #[test]
 fn an_open_file_holds_the_folder_even_once_deleted() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
     let file = f.dir().join("file");
@@ -239,6 +243,7 @@ fn an_open_file_holds_the_folder_even_once_deleted() {
 
 #[test]
 fn a_thread_with_a_file_table_of_its_own_holds_the_folder_among_any_number_of_threads() {
+    let _quiet = harness::quiet();
     // One thread besides the main one, then 300 (more than a scan once looked at), the last
     // holding the file: the main thread's descriptors and the others' show nothing of it.
     for threads in ["1", "300"] {
@@ -268,6 +273,7 @@ fn a_thread_with_a_file_table_of_its_own_holds_the_folder_among_any_number_of_th
 
 #[test]
 fn a_file_registered_with_an_io_uring_ring_holds_the_folder() {
+    let _quiet = harness::quiet();
     if harness::io_uring_refused() {
         return;
     }
@@ -304,6 +310,7 @@ fn a_file_registered_with_an_io_uring_ring_holds_the_folder() {
 
 #[test]
 fn a_file_backed_mapping_holds_the_folder() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let lib = f.dir().join("libpreload.so");
     let Some(source) = [
@@ -334,6 +341,7 @@ fn a_file_backed_mapping_holds_the_folder() {
 
 #[test]
 fn an_argument_names_the_folder_absolute_or_relative_to_the_working_directory() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
     // `sleep 1000; :` keeps sh from becoming sleep: the sh holds the arguments.
@@ -363,6 +371,7 @@ fn an_argument_names_the_folder_absolute_or_relative_to_the_working_directory() 
 
 #[test]
 fn a_bind_mount_of_the_folder_is_the_folder() {
+    let _quiet = harness::quiet();
     if needs_root("mount --bind") {
         return;
     }
@@ -383,6 +392,7 @@ fn a_bind_mount_of_the_folder_is_the_folder() {
 
 #[test]
 fn another_mount_namespace_s_view_of_the_folder_is_the_folder() {
+    let _quiet = harness::quiet();
     if needs_root("a mount namespace of root's") {
         return;
     }
@@ -415,7 +425,49 @@ fn another_mount_namespace_s_view_of_the_folder_is_the_folder() {
 }
 
 #[test]
+fn a_thread_left_by_its_exited_main_thread_is_read_in_its_own_namespace() {
+    let _quiet = harness::quiet();
+    if needs_root("a mount namespace of root's") {
+        return;
+    }
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    // As above, the folder is at `ns/w` only inside; there the main thread exits and the other
+    // one works on in `ns/w/sub`. An exited main thread has no namespace left to read the
+    // process's links in: its live thread still has one.
+    let ns = f.top().join("ns");
+    std::fs::create_dir(&ns).unwrap();
+    let ready = f.top().join("ready");
+    let script = "mount -t tmpfs none \"$1\" && mkdir \"$1/w\" && mount --bind \"$2\" \"$1/w\" \
+                  && cd \"$1/w/sub\" && exec \"$3\" pthread-exit \"$4\"";
+    let (ns_s, dir_s, ready_s) = (path_str(&ns), path_str(&f.dir()), path_str(&ready));
+    let args = [ns_s.as_str(), &dir_s, harness::helper(), &ready_s];
+    let Some(mut cmd) = harness::in_mount_ns(script, &args) else {
+        return;
+    };
+    let p = Outside(cmd.current_dir("/").stdin(Stdio::null()).spawn().unwrap());
+    let pids = harness::wait_for_pids(&ready);
+    let (leader, forked) = (pids[0], pids[1]);
+    assert_eq!(leader, p.pid());
+    harness::wait_until("the main thread to exit", || {
+        harness::state(leader) == Some('Z')
+    });
+    // The child it forked is in the folder too; it goes first, so that only the thread is left.
+    harness::kill_pid(forked, libc::SIGKILL);
+    assert!(harness::wait_gone(forked, harness::LIMIT));
+    let thread = std::fs::read_dir(format!("/proc/{leader}/task"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+        .find(|t| *t != leader)
+        .expect("the thread left");
+    let thread_cwd = std::fs::read_link(format!("/proc/{leader}/task/{thread}/cwd")).unwrap();
+    assert_eq!(thread_cwd, ns.join("w/sub"), "the folder's inside view");
+    assert_eq!(inst.what(leader), what(&["cwd"]));
+}
+
+#[test]
 fn a_symlink_to_the_folder_sweeps_the_folder_and_a_namesake_is_not_it() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let link = f.top().join("link");
     std::os::unix::fs::symlink(f.dir(), &link).unwrap();
@@ -447,6 +499,7 @@ fn starttime(pid: i32) -> u64 {
 
 #[test]
 fn a_holder_from_before_the_run_is_listed_as_before_and_the_caller_never_matches() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let early = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
     let since = starttime(early.pid());
@@ -492,6 +545,7 @@ fn a_holder_from_before_the_run_is_listed_as_before_and_the_caller_never_matches
 
 #[test]
 fn a_folder_that_does_not_exist_is_refused_and_nothing_starts() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let marker = f.top().join("started");
     let missing = f.top().join("missing");
@@ -537,6 +591,7 @@ fn a_folder_that_does_not_exist_is_refused_and_nothing_starts() {
 
 #[test]
 fn a_run_that_is_not_root_cannot_look_at_root_s_processes() {
+    let _quiet = harness::quiet();
     if needs_root("a root holder beside a run as nobody")
         || !harness::works_here(&AS_NOBODY, "setpriv")
     {
@@ -573,6 +628,7 @@ fn a_run_that_is_not_root_cannot_look_at_root_s_processes() {
 
 #[test]
 fn a_proc_that_hides_processes_proves_nothing() {
+    let _quiet = harness::quiet();
     // hidepid hides other users' processes from a run that is not root (root sees them all).
     if needs_root("mounting /proc") || !harness::works_here(&AS_NOBODY, "setpriv") {
         return;
@@ -604,6 +660,7 @@ fn a_proc_that_hides_processes_proves_nothing() {
 
 #[test]
 fn a_hung_filesystem_in_the_folder_does_not_hang_a_scan() {
+    let _quiet = harness::quiet();
     if needs_root("mounting a FUSE filesystem") {
         return;
     }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 #[test]
 fn a_table_that_hops_from_thread_to_thread_is_never_called_gone() {
+    let _storm = harness::storm();
     // One thread unshared its file table (or working directory) and holds the folder with it;
     // each thread sharing it starts the next and exits, so a single listing of the process's
     // threads never shows one alive by the time it is read. It ignores SIGTERM: the sweep scans
@@ -90,6 +91,7 @@ const CYCLE: &str = r#"
 
 #[test]
 fn processes_that_take_pid_numbers_the_scan_already_read_are_never_called_gone() {
+    let _storm = harness::storm();
     // Each generation lives for microseconds on a number a listing showed before, as another
     // process: a scan that knew entries by number alone never read one, and said true. They
     // ignore SIGTERM, so the sweep scans again and again until the grace ends. The last

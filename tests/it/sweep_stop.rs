@@ -106,6 +106,7 @@ fn swept(v: &serde_json::Value, worker: i32, f: &harness::Finished) {
 
 #[test]
 fn a_worker_started_outside_the_tree_is_stopped_when_the_child_exits_and_not_without_sweep() {
+    let _quiet = harness::quiet();
     let dir = harness::tempdir();
     let daemon = Daemon::start(dir.path(), "write");
     let f = Run::new(args(
@@ -147,6 +148,7 @@ fn a_worker_started_outside_the_tree_is_stopped_when_the_child_exits_and_not_wit
 
 #[test]
 fn a_signalled_worker_that_leaves_the_folder_for_a_while_is_still_stopped() {
+    let _quiet = harness::quiet();
     // On SIGTERM the worker leaves the folder for a second, then comes back: the scans in
     // between find nothing, but a process the sweep signalled is not gone while it lives.
     let dir = harness::tempdir();
@@ -185,6 +187,7 @@ fn working_in(folder: &Path) -> Vec<i32> {
 
 #[test]
 fn a_worker_that_forks_in_a_loop_outside_the_tree_is_stopped_to_a_fixed_point() {
+    let _quiet = harness::quiet();
     // The worker forks a sleeper every few milliseconds, each working in the folder and deaf to
     // SIGTERM: each scan finds new ones until SIGKILL has reached the worker itself, and the
     // sweep goes on until two scans in a row find none.
@@ -212,6 +215,7 @@ fn a_worker_that_forks_in_a_loop_outside_the_tree_is_stopped_to_a_fixed_point() 
 
 #[test]
 fn a_holder_from_before_the_run_is_listed_never_signalled_and_the_verdict_is_false() {
+    let _quiet = harness::quiet();
     let dir = harness::tempdir();
     let folder = dir.path().join("w");
     std::fs::create_dir(&folder).unwrap();
@@ -251,6 +255,7 @@ fn a_holder_from_before_the_run_is_listed_never_signalled_and_the_verdict_is_fal
 
 #[test]
 fn every_way_the_run_ends_sweeps() {
+    let _quiet = harness::quiet();
     // The child exits (above), a stop signal, the timeout, a control stop, the parent's death,
     // and a child that dies of a signal vloer-run passes on by ending with it.
     for way in ["signal", "timeout", "control", "parent", "raise"] {
@@ -358,6 +363,7 @@ fn verdict_at(path: &Path, f: &harness::Finished) -> serde_json::Value {
 
 #[test]
 fn a_non_root_run_cannot_look_at_roots_processes_and_says_so() {
+    let _quiet = harness::quiet();
     // As uid 65534, root's processes cannot be looked at. One from before the run is listed as
     // unverified without failing the proof (unless --sweep-strict); one that started during the
     // run might be writing in the folder: the verdict is false.
@@ -422,6 +428,7 @@ fn a_non_root_run_cannot_look_at_roots_processes_and_says_so() {
 
 #[test]
 fn a_proc_that_hides_processes_proves_nothing() {
+    let _quiet = harness::quiet();
     let dir = harness::tempdir();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
@@ -464,6 +471,7 @@ fn a_proc_that_hides_processes_proves_nothing() {
 
 #[test]
 fn a_worker_started_while_the_tree_still_stops_is_found_by_the_proof_after_it() {
+    let _quiet = harness::quiet();
     // The child's TERM trap takes a while to end; the folder, swept clean at the stop's start,
     // gets a new worker meanwhile. The proof is made after the tree's own stop, and finds it.
     let dir = harness::tempdir();
@@ -509,6 +517,7 @@ fn a_worker_started_while_the_tree_still_stops_is_found_by_the_proof_after_it() 
 
 #[test]
 fn vloer_runs_own_clients_are_never_matches() {
+    let _quiet = harness::quiet();
     // `vloer-run stop` names the control socket, which lies in the swept folder: it is the
     // caller waiting for the verdict, not a process working in the folder.
     let dir = harness::tempdir();
@@ -583,6 +592,7 @@ fn stopped_by_a_shell_in_the_folder(script: &str) -> (harness::Finished, i32) {
 
 #[test]
 fn only_the_callers_that_wait_for_a_client_are_exempt() {
+    let _quiet = harness::quiet();
     // Waits for `vloer-run stop`, in the folder: the caller of the stop, never a match.
     let (f, shell) = stopped_by_a_shell_in_the_folder(
         r#"cd "$1" && "$2" stop --control ctl; echo "$?" > /dev/null"#,
@@ -617,6 +627,7 @@ fn only_the_callers_that_wait_for_a_client_are_exempt() {
 
 #[test]
 fn a_folder_renamed_during_the_run_is_still_swept_where_it_went() {
+    let _quiet = harness::quiet();
     // Identity, not spelling: the folder moved, and a worker in it is still found; a new folder
     // that took the old name is not the swept one.
     let dir = harness::tempdir();
@@ -664,6 +675,7 @@ fn a_folder_renamed_during_the_run_is_still_swept_where_it_went() {
 
 #[test]
 fn a_thread_that_works_in_the_folder_is_found() {
+    let _quiet = harness::quiet();
     // A thread with a working directory of its own, and a process whose main thread exited
     // while another works on in the folder: neither shows the folder in /proc/PID/cwd.
     for how in ["unshare", "leader"] {
@@ -717,6 +729,7 @@ fn end_hopper(log: &Path, mut first: Child) {
 
 #[test]
 fn a_process_that_forks_away_from_its_pid_outside_the_tree_is_never_called_gone() {
+    let _storm = harness::storm();
     // Each generation lives for microseconds: a scan may read none of them. A scan counts only
     // when a listing of /proc made after it read every process shows none it had not read, and
     // the kernel's pid counter did not come round meanwhile; such a hopper never lets that
@@ -755,6 +768,7 @@ fn a_process_that_forks_away_from_its_pid_outside_the_tree_is_never_called_gone(
 
 #[test]
 fn a_thread_with_a_file_table_of_its_own_is_found() {
+    let _quiet = harness::quiet();
     // Its open file is in no table /proc/PID/fd shows; with 300 threads it is the last one's.
     for threads in ["1", "300"] {
         thread_in_the_folder_is_stopped(&["thread-files", threads], "fd", |run| run);
@@ -765,6 +779,7 @@ fn a_thread_with_a_file_table_of_its_own_is_found() {
 
 #[test]
 fn a_file_registered_with_an_io_uring_ring_is_found() {
+    let _quiet = harness::quiet();
     // The process closed its descriptor of the file: only the ring's fdinfo names it.
     if harness::io_uring_refused() {
         return;

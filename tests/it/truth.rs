@@ -626,6 +626,7 @@ fn marked_alive(marker: &str) -> Vec<i32> {
 
 #[test]
 fn the_whole_zoo_at_once_never_gets_a_true_verdict_while_anything_lives() {
+    let _storm = harness::storm();
     let Some(freezer) = Freezer::new("vloer-zoo") else {
         return;
     };
