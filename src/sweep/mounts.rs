@@ -51,6 +51,10 @@ impl Table {
         Table { mounts }
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = &Mount> {
+        self.mounts.iter()
+    }
+
     pub fn by_id(&self, id: u64) -> Option<&Mount> {
         self.mounts.iter().find(|m| m.id == id)
     }
@@ -193,14 +197,34 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// A link text as a path, and whether the kernel marked it deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub path: PathBuf,
+    /// The text ended with ` (deleted)`: what it names was removed (a folder removed while it
+    /// was someone's working directory, a file removed while open), and the path is its last.
+    pub deleted: bool,
+}
+
+impl std::ops::Deref for Link {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// A link text (`/proc/PID/cwd`, `fd/N`, a map's path) without the ` (deleted)` the kernel adds
-/// to a path that no longer exists; None when it is no path at all (`socket:[…]`, `anon_inode:…`).
-pub fn link_path(text: &[u8]) -> Option<PathBuf> {
+/// to a path that no longer exists, which `deleted` keeps; None when it is no path at all
+/// (`socket:[…]`, `anon_inode:…`).
+pub fn link_path(text: &[u8]) -> Option<Link> {
     if text.first() != Some(&b'/') {
         return None;
     }
-    let text = text.strip_suffix(b" (deleted)").unwrap_or(text);
-    Some(normalize(Path::new(OsStr::from_bytes(text))))
+    let stripped = text.strip_suffix(b" (deleted)");
+    Some(Link {
+        path: normalize(Path::new(OsStr::from_bytes(stripped.unwrap_or(text)))),
+        deleted: stripped.is_some(),
+    })
 }
 
 #[cfg(test)]
@@ -292,10 +316,14 @@ mod tests {
         );
         assert_eq!(absolute(Path::new("//a//b/"), cwd), PathBuf::from("/a/b"));
         assert_eq!(absolute(Path::new("../../../.."), cwd), PathBuf::from("/"));
-        assert_eq!(
-            link_path(b"/srv/f (deleted)"),
-            Some(PathBuf::from("/srv/f"))
-        );
+        let link = |path: &str, deleted| {
+            Some(Link {
+                path: PathBuf::from(path),
+                deleted,
+            })
+        };
+        assert_eq!(link_path(b"/srv/f (deleted)"), link("/srv/f", true));
+        assert_eq!(link_path(b"/srv//f"), link("/srv/f", false));
         assert_eq!(link_path(b"socket:[123]"), None);
     }
 }

@@ -2,9 +2,10 @@
 //! not be looked at. Each mount namespace's table is read once per pass.
 
 use super::holds::{Held, Look};
-use super::mounts::{self, Ident, Table};
+use super::mounts::{self, Table};
 use super::pids::{self, Mark};
 use super::proc::{self, Got, Stat};
+use super::target::Targets;
 use super::{Found, Scan, Started, Sweep, Unverified};
 use crate::slowread;
 use nix::unistd::Pid;
@@ -43,7 +44,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
     };
     let stats = stats_of(&names);
     let skip = own_line(&stats);
-    let dirs: Vec<Ident> = sweep.dirs.iter().map(|d| d.current(&ours)).collect();
+    let dirs = sweep.targets(&ours);
     let own_ns = proc::link("self/ns/mnt").ok();
     let mut pass = Pass {
         own_start: sweep.own_start,
@@ -59,6 +60,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
             .filter(|s| !skip.contains(&s.pid))
             .collect();
         let (linked, others, slow) = inspect(&looked, own_ns.as_ref(), &ours, &dirs);
+        sweep.mounts.remember(others.values().flatten(), &dirs.dirs);
         for ((stat, linked), (cmdline, maps)) in looked.iter().zip(linked).zip(slow) {
             pass.finish(stat, linked, &ours, &others, &dirs, cmdline, maps);
         }
@@ -107,7 +109,7 @@ fn inspect(
     looked: &[&Stat],
     own_ns: Option<&Vec<u8>>,
     ours: &Table,
-    dirs: &[Ident],
+    dirs: &Targets,
 ) -> (Vec<Linked>, Others, Vec<Slow>) {
     if looked.len() <= FEW {
         // A few processes that appeared while the scan looked: read at once, on this thread,
@@ -221,7 +223,7 @@ type Others = HashMap<(Vec<u8>, PathBuf), Option<Table>>;
 struct Linked {
     /// Its namespace and root when its namespace is not ours.
     key: Option<(Vec<u8>, PathBuf)>,
-    root: Option<PathBuf>,
+    root: Option<mounts::Link>,
     cwd: Option<PathBuf>,
     held: Held,
     denied: Option<String>,
@@ -238,7 +240,7 @@ fn link_pass(
     looked: &[&Stat],
     own_ns: Option<&Vec<u8>>,
     ours: &Table,
-    dirs: &[Ident],
+    dirs: &Targets,
 ) -> (Vec<Linked>, Others) {
     let mut others = Others::new();
     let linked = looked
@@ -263,7 +265,7 @@ fn link_pass(
             let root = take(dir.link("root"), &mut denied).and_then(|t| mounts::link_path(&t));
             let (key, table) = match (ns, &root) {
                 (Some(ns), Some(root)) if Some(&ns) != own_ns => {
-                    let key = (ns, root.clone());
+                    let key = (ns, root.path.clone());
                     let table = others.entry(key.clone()).or_insert_with(|| {
                         let text = proc::read(&format!("{pid}/mountinfo")).ok()?;
                         Some(Table::parse(&text, root))
@@ -327,7 +329,7 @@ impl Pass {
         linked: Linked,
         ours: &Table,
         others: &Others,
-        dirs: &[Ident],
+        dirs: &Targets,
         cmdline: Got<Vec<u8>>,
         maps: Got<Vec<u8>>,
     ) {
