@@ -15,6 +15,7 @@ use super::holds::{Held, Look, What};
 use super::mounts::{self, Ident, Link, Mount, Table};
 use super::proc;
 use super::target::{By, Target};
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -29,6 +30,8 @@ pub struct Seen {
     pub dev: (u32, u32),
     /// The folder of the filesystem mounted there.
     pub root: PathBuf,
+    /// The process whose mountinfo showed it, when not our own.
+    from: Option<i32>,
 }
 
 impl Seen {
@@ -53,11 +56,15 @@ impl Memory {
     /// while anything holds a file on it.
     pub fn remember<'a>(&self, tables: impl IntoIterator<Item = &'a Table>, dirs: &[Target]) {
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        for m in tables.into_iter().flat_map(Table::iter) {
+        for (table, m) in tables
+            .into_iter()
+            .flat_map(|t| t.iter().map(move |m| (t, m)))
+        {
             let now = Seen {
                 id: m.id,
                 dev: m.dev,
                 root: m.root.clone(),
+                from: table.from,
             };
             let at = seen.iter().position(|s| s.id == m.id);
             match (at, dirs.iter().any(|d| shows(m, &d.ident))) {
@@ -76,14 +83,41 @@ impl Memory {
         }
     }
 
-    /// The remembered mounts that `ours` does not list.
+    /// The remembered mounts that `ours` does not list, nor the mountinfo of the process of
+    /// another namespace that showed one, read again now: a mount that is still in its
+    /// namespace (a container's view of DIR) costs the scan nothing more. One detached after
+    /// this read is missed by this scan alone: the next finds it gone.
     pub fn lost(&self, ours: &Table) -> Vec<Seen> {
-        let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        seen.iter()
-            .filter(|s| ours.by_id(s.id).is_none())
-            .cloned()
+        let candidates: Vec<Seen> = {
+            let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            seen.iter()
+                .filter(|s| ours.by_id(s.id).is_none())
+                .cloned()
+                .collect()
+        };
+        let mut live: HashMap<i32, HashSet<u64>> = HashMap::new();
+        candidates
+            .into_iter()
+            .filter(|s| {
+                let Some(pid) = s.from else {
+                    return true;
+                };
+                let ids = live.entry(pid).or_insert_with(|| mount_ids(pid));
+                !ids.contains(&s.id)
+            })
             .collect()
     }
+}
+
+/// The mount ids in `pid`'s mountinfo now (none when it cannot be read).
+fn mount_ids(pid: i32) -> HashSet<u64> {
+    let text = proc::read(&format!("{pid}/mountinfo"))
+        .ok()
+        .unwrap_or_default();
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').next())
+        .filter_map(|id| std::str::from_utf8(id).ok()?.parse().ok())
+        .collect()
 }
 
 /// Whether `m` shows the folder `dir`, or part of it.
@@ -254,7 +288,34 @@ mod tests {
             id: 40,
             dev: (8, 1),
             root: PathBuf::from("/srv/data"),
+            from: None,
         };
         assert_eq!(view.place(Path::new("/w/f")), target("/srv/data/w/f").ident);
+    }
+
+    #[test]
+    fn a_mount_still_in_the_namespace_that_showed_it_is_not_lost() {
+        let me = crate::sys::own_pid();
+        let text = proc::read("self/mountinfo").ok().unwrap();
+        let table = Table::parse(&text, Path::new("/")).read_from(me);
+        let root = table.iter().find(|m| m.point == Path::new("/")).unwrap();
+        let memory = Memory::default();
+        memory.remember([&table], &[dir_of(root)]);
+        assert!(memory.lost(&Table::default()).is_empty());
+        // Shown by a process that is gone: nothing says it is still mounted.
+        let gone =
+            Table::parse(&text, Path::new("/")).read_from(nix::unistd::Pid::from_raw(i32::MAX));
+        memory.remember([&gone], &[dir_of(root)]);
+        assert!(!memory.lost(&Table::default()).is_empty());
+    }
+
+    fn dir_of(m: &Mount) -> Target {
+        Target {
+            ident: Ident {
+                dev: m.dev,
+                path: m.root.clone(),
+            },
+            ..target("/")
+        }
     }
 }

@@ -38,6 +38,8 @@ pub struct Mount {
 #[derive(Debug, Default)]
 pub struct Table {
     mounts: Vec<Mount>,
+    /// The process whose mountinfo it is, when not our own.
+    pub from: Option<i32>,
 }
 
 impl Table {
@@ -48,7 +50,15 @@ impl Table {
             .split(|b| *b == b'\n')
             .filter_map(|line| parse_line(line, base))
             .collect();
-        Table { mounts }
+        Table { mounts, from: None }
+    }
+
+    /// The table, as read from `pid`'s mountinfo.
+    pub fn read_from(self, pid: nix::unistd::Pid) -> Table {
+        Table {
+            from: Some(pid.as_raw()),
+            ..self
+        }
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Mount> {

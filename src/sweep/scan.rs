@@ -268,7 +268,7 @@ fn link_pass(
                     let key = (ns, root.path.clone());
                     let table = others.entry(key.clone()).or_insert_with(|| {
                         let text = proc::read(&format!("{pid}/mountinfo")).ok()?;
-                        Some(Table::parse(&text, root))
+                        Some(Table::parse(&text, root).read_from(pid))
                     });
                     match table {
                         Some(t) => (Some(key), &*t),
