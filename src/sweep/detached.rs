@@ -165,6 +165,7 @@ impl Look<'_> {
         match info.mnt_id {
             None | Some(0) => Is::Not,
             Some(id) if self.table.by_id(id).is_some() => bool_is(self.holds(link, Some(id))),
+            Some(id) if self.dirs.ours(id) => Is::Not,
             Some(id) => self.on_lost(id, link, info.ino).unwrap_or_else(|| {
                 Is::Unknown(unknown(&format!("its {}", plain(name)), link, id, self))
             }),
@@ -186,6 +187,9 @@ impl Look<'_> {
             Some(id) if self.table.by_id(id).is_some() => {
                 bool_is(self.holds_by(link, Some(id), info.ino))
             }
+            // A mount of ours that this process's namespace does not list (a descriptor opened
+            // before it made a namespace of its own): the path's own answer.
+            Some(id) if self.dirs.ours(id) => bool_is(by_table),
             Some(id) => self.on_lost(id, link, info.ino).unwrap_or_else(|| {
                 Is::Unknown(unknown(&format!("its descriptor {fd}"), link, id, self))
             }),

@@ -65,9 +65,12 @@ impl Sweep {
     fn targets(&self, table: &mounts::Table) -> target::Targets {
         let dirs: Vec<_> = self.dirs.iter().map(|d| d.current(table)).collect();
         self.mounts.remember([table], &dirs);
+        let mut ours: Vec<u64> = table.iter().map(|m| m.id).collect();
+        ours.sort_unstable();
         target::Targets {
             lost: self.mounts.lost(table),
             dirs,
+            ours,
         }
     }
 

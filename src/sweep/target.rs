@@ -57,11 +57,18 @@ pub struct Targets {
     /// Mounts seen showing a folder since the start that our own table no longer lists: a
     /// descriptor whose mount id is one of them may be on a mount detached since.
     pub lost: Vec<Seen>,
+    /// The mount ids of our own table, sorted.
+    pub ours: Vec<u64>,
 }
 
 impl Targets {
     pub fn iter(&self) -> impl Iterator<Item = &Target> {
         self.dirs.iter()
+    }
+
+    /// Whether mount `id` is in our own table.
+    pub fn ours(&self, id: u64) -> bool {
+        self.ours.binary_search(&id).is_ok()
     }
 
     /// Whether `at` lies in some folder.
