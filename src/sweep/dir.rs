@@ -3,6 +3,7 @@
 
 use super::mounts::{self, Ident, Table};
 use super::proc;
+use super::target::Target;
 use anyhow::{anyhow, Context};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
@@ -50,15 +51,21 @@ impl Dir {
         })
     }
 
-    /// Its identity now, in our mount `table`: where the folder is after a rename (a deleted
-    /// one keeps its last name), or its identity at start where that cannot be read.
-    pub fn current(&self, table: &Table) -> Ident {
+    /// The folder now, in our mount `table`: where it is after a rename (a deleted one keeps
+    /// its last name, and says it was deleted), or its identity at start where that cannot be
+    /// read.
+    pub fn current(&self, table: &Table) -> Target {
         let fd = self.held.as_raw_fd();
-        let now = proc::link(&format!("self/fd/{fd}"))
+        let link = proc::link(&format!("self/fd/{fd}"))
             .ok()
-            .and_then(|text| mounts::link_path(&text))
-            .and_then(|path| table.ident(&path, proc::mnt_id(&format!("self/fdinfo/{fd}"))));
-        now.unwrap_or_else(|| self.ident.clone())
+            .and_then(|text| mounts::link_path(&text));
+        let info = proc::fdinfo(&format!("self/fdinfo/{fd}"));
+        let now = link.as_ref().and_then(|l| table.ident(l, info.mnt_id));
+        Target {
+            ident: now.unwrap_or_else(|| self.ident.clone()),
+            deleted: link.is_some_and(|l| l.deleted),
+            ino: info.ino,
+        }
     }
 }
 

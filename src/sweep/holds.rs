@@ -1,9 +1,11 @@
 //! What one process holds (its working directory, root, executable, open files, file-backed
 //! maps) and names (its command-line arguments), matched against the swept folders' identities.
 
+use super::detached::Is;
 use super::listing::{self, Seen, TASK_RELISTS};
-use super::mounts::{self, Ident, Mount, Table};
+use super::mounts::{self, Link, Mount, Table};
 use super::proc::{self, Got};
+use super::target::{By, Targets};
 use super::uring;
 use crate::sys::{self, Shared};
 use nix::unistd::Pid;
@@ -39,7 +41,7 @@ pub struct Held {
 }
 
 impl Held {
-    fn add(&mut self, what: What) {
+    pub(super) fn add(&mut self, what: What) {
         if !self.what.contains(&what) {
             self.what.push(what);
         }
@@ -61,9 +63,9 @@ impl Held {
 pub struct Look<'a> {
     pub pid: Pid,
     pub table: &'a Table,
-    pub dirs: &'a [Ident],
+    pub dirs: &'a Targets,
     /// Its root link's text, already read to pick `table`.
-    pub root: Option<PathBuf>,
+    pub root: Option<Link>,
 }
 
 impl Look<'_> {
@@ -72,27 +74,22 @@ impl Look<'_> {
     pub fn links(&self, dir: &proc::Dir) -> (Held, Option<PathBuf>) {
         let mut held = Held::default();
         if let Some(root) = &self.root {
-            if self.holds(root, None) {
-                held.add(What::Root);
-            }
+            self.judge(dir, "root", root, What::Root, &mut held);
         }
         let cwd = held
             .deny(dir.link("cwd"))
             .and_then(|t| mounts::link_path(&t));
-        if cwd.as_deref().is_some_and(|c| self.holds(c, None)) {
-            held.add(What::Cwd);
+        if let Some(c) = &cwd {
+            self.judge(dir, "cwd", c, What::Cwd, &mut held);
         }
         let exe = held.deny(dir.link("exe"));
-        if exe
-            .and_then(|t| mounts::link_path(&t))
-            .is_some_and(|e| self.holds(&e, None))
-        {
-            held.add(What::Exe);
+        if let Some(e) = exe.and_then(|t| mounts::link_path(&t)) {
+            self.judge(dir, "exe", &e, What::Exe, &mut held);
         }
         if self.any_fd(dir, &mut held) {
             held.add(What::Fd);
         }
-        (held, cwd)
+        (held, cwd.map(|c| c.path))
     }
 
     /// Adds what the other threads hold where it may differ from what was read: a thread may
@@ -155,8 +152,8 @@ impl Look<'_> {
                 let path = held
                     .deny(task.link(name))
                     .and_then(|t| mounts::link_path(&t));
-                if path.is_some_and(|p| self.holds(&p, None)) {
-                    held.add(what);
+                if let Some(p) = path {
+                    self.judge(&task, name, &p, what, held);
                 }
             }
         }
@@ -184,25 +181,38 @@ impl Look<'_> {
         }
     }
 
-    fn holds(&self, path: &Path, mnt_id: Option<u64>) -> bool {
+    pub(super) fn holds(&self, link: &Link, mnt_id: Option<u64>) -> bool {
+        self.holds_by(link, mnt_id, None)
+    }
+
+    /// `holds`, with the inode number `fdinfo` gave.
+    pub(super) fn holds_by(&self, link: &Link, mnt_id: Option<u64>, ino: Option<u64>) -> bool {
+        let by = By::Link {
+            deleted: link.deleted,
+            ino,
+        };
         self.table
-            .mount_of(path, mnt_id)
-            .is_some_and(|m| self.within(path, m))
+            .mount_of(link, mnt_id)
+            .is_some_and(|m| self.within(link, m, by))
     }
 
     /// Whether `path` on `mount`, or a mount point it lies under, is at or below a swept folder.
-    fn within(&self, path: &Path, mount: &Mount) -> bool {
+    fn within(&self, path: &Path, mount: &Mount, by: By) -> bool {
         let chain = self.table.chain(path, mount);
-        chain.iter().any(|i| self.dirs.iter().any(|d| i.within(d)))
+        chain.iter().any(|i| self.dirs.has(i, by))
     }
 
-    /// Whether some mount on a swept folder's device could show `path` at or below the folder:
+    /// Whether some mount on a swept folder's device could show `link` at or below the folder:
     /// only such descriptors are worth reading `fdinfo` for.
-    fn could_hold(&self, path: &Path) -> bool {
+    pub(super) fn could_hold(&self, link: &Link) -> bool {
+        let by = By::Link {
+            deleted: link.deleted,
+            ino: None,
+        };
         self.dirs.iter().any(|d| {
             self.table
-                .mount_on(path, d.dev)
-                .is_some_and(|m| self.within(path, m))
+                .mount_on(link, d.ident.dev)
+                .is_some_and(|m| self.within(link, m, by))
         })
     }
 
@@ -211,25 +221,24 @@ impl Look<'_> {
             return false;
         };
         for (fd, text) in fds {
-            let Some(path) = mounts::link_path(&text) else {
+            let Some(link) = mounts::link_path(&text) else {
                 // A ring's registered files may have no descriptor of their own left.
                 if uring::is_ring(&text) {
                     let files = held.deny(uring::files(dir, self.pid, &fd));
-                    if files.is_some_and(|f| f.iter().any(|p| self.could_hold(p))) {
+                    if files.is_some_and(|f| f.iter().any(|l| self.could_hold(l))) {
                         return true;
                     }
                 }
                 continue;
             };
-            if !self.could_hold(&path) {
-                continue;
-            }
-            // The mount it was opened through, which a path under a later mount does not show;
-            // a mount this namespace no longer lists keeps the path's own answer.
-            let mnt_id = dir.mnt_id(&fd);
-            let known = mnt_id.filter(|id| self.table.by_id(*id).is_some());
-            if known.is_none() || self.holds(&path, known) {
-                return true;
+            // The mount it was opened through tells where it lies, which its path does not
+            // under a later mount or on a mount detached since (see `detached`).
+            match self.fd_is(dir, &fd, &link) {
+                Is::Held => return true,
+                Is::Not => {}
+                Is::Unknown(why) => {
+                    held.denied.get_or_insert(why);
+                }
             }
         }
         false
@@ -249,12 +258,16 @@ impl Look<'_> {
                 return false;
             };
             let path = path.trim_ascii_start();
-            let Some(path) = mounts::link_path(path) else {
+            let Some(link) = mounts::link_path(path) else {
                 return false;
             };
+            let by = By::Link {
+                deleted: link.deleted,
+                ino: None,
+            };
             self.table
-                .mount_on(&path, dev)
-                .is_some_and(|m| self.within(&path, m))
+                .mount_on(&link, dev)
+                .is_some_and(|m| self.within(&link, m, by))
         })
     }
 
@@ -270,7 +283,10 @@ impl Look<'_> {
                     Some(cwd) => mounts::absolute(arg, cwd),
                     None => return false,
                 };
-                self.holds(&path, None)
+                // A name, not a link: it never names a deleted folder.
+                self.table
+                    .mount_of(&path, None)
+                    .is_some_and(|m| self.within(&path, m, By::Name))
             })
     }
 }

@@ -2,6 +2,7 @@
 //! a swept folder. Everything is learned from `/proc` (link texts, `fdinfo`, `mountinfo`, `maps`),
 //! never from a `stat` that would wait on a hung filesystem's server.
 
+mod detached;
 mod dir;
 mod holds;
 mod listing;
@@ -10,6 +11,7 @@ mod pids;
 mod proc;
 mod report;
 mod scan;
+mod target;
 mod uring;
 
 pub use dir::Dir;
@@ -31,6 +33,8 @@ pub struct Sweep {
     /// process that started in a later tick started during the run. One of the same tick cannot
     /// be told apart, and is taken as started before: never signalled, only listed.
     own_start: u64,
+    /// The mounts seen showing a folder since the start (see `detached`).
+    mounts: detached::Memory,
 }
 
 impl Sweep {
@@ -48,11 +52,28 @@ impl Sweep {
             .iter()
             .map(|d| Dir::resolve(d, &table))
             .collect::<anyhow::Result<_>>()?;
-        Ok(Sweep {
+        let sweep = Sweep {
             dirs,
             strict,
             own_start,
-        })
+            mounts: detached::Memory::default(),
+        };
+        sweep.targets(&table);
+        Ok(sweep)
+    }
+
+    /// The folders as a scan matches them, from our mount `table` as it is now; remembers the
+    /// mounts in it that show a folder.
+    fn targets(&self, table: &mounts::Table) -> target::Targets {
+        let dirs: Vec<_> = self.dirs.iter().map(|d| d.current(table)).collect();
+        self.mounts.remember([table], &dirs);
+        let mut ours: Vec<u64> = table.iter().map(|m| m.id).collect();
+        ours.sort_unstable();
+        target::Targets {
+            lost: self.mounts.lost(table),
+            dirs,
+            ours,
+        }
     }
 
     /// One pass over every process `/proc` shows.

@@ -38,6 +38,8 @@ pub struct Mount {
 #[derive(Debug, Default)]
 pub struct Table {
     mounts: Vec<Mount>,
+    /// The process whose mountinfo it is, when not our own.
+    pub from: Option<i32>,
 }
 
 impl Table {
@@ -48,7 +50,19 @@ impl Table {
             .split(|b| *b == b'\n')
             .filter_map(|line| parse_line(line, base))
             .collect();
-        Table { mounts }
+        Table { mounts, from: None }
+    }
+
+    /// The table, as read from `pid`'s mountinfo.
+    pub fn read_from(self, pid: nix::unistd::Pid) -> Table {
+        Table {
+            from: Some(pid.as_raw()),
+            ..self
+        }
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Mount> {
+        self.mounts.iter()
     }
 
     pub fn by_id(&self, id: u64) -> Option<&Mount> {
@@ -194,14 +208,34 @@ pub fn normalize(path: &Path) -> PathBuf {
     out
 }
 
+/// A link text as a path, and whether the kernel marked it deleted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Link {
+    pub path: PathBuf,
+    /// The text ended with ` (deleted)`: what it names was removed (a folder removed while it
+    /// was someone's working directory, a file removed while open), and the path is its last.
+    pub deleted: bool,
+}
+
+impl std::ops::Deref for Link {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
 /// A link text (`/proc/PID/cwd`, `fd/N`, a map's path) without the ` (deleted)` the kernel adds
-/// to a path that no longer exists; None when it is no path at all (`socket:[…]`, `anon_inode:…`).
-pub fn link_path(text: &[u8]) -> Option<PathBuf> {
+/// to a path that no longer exists, which `deleted` keeps; None when it is no path at all
+/// (`socket:[…]`, `anon_inode:…`).
+pub fn link_path(text: &[u8]) -> Option<Link> {
     if text.first() != Some(&b'/') {
         return None;
     }
-    let text = text.strip_suffix(b" (deleted)").unwrap_or(text);
-    Some(normalize(Path::new(OsStr::from_bytes(text))))
+    let stripped = text.strip_suffix(b" (deleted)");
+    Some(Link {
+        path: normalize(Path::new(OsStr::from_bytes(stripped.unwrap_or(text)))),
+        deleted: stripped.is_some(),
+    })
 }
 
 #[cfg(test)]
@@ -293,10 +327,14 @@ mod tests {
         );
         assert_eq!(absolute(Path::new("//a//b/"), cwd), PathBuf::from("/a/b"));
         assert_eq!(absolute(Path::new("../../../.."), cwd), PathBuf::from("/"));
-        assert_eq!(
-            link_path(b"/srv/f (deleted)"),
-            Some(PathBuf::from("/srv/f"))
-        );
+        let link = |path: &str, deleted| {
+            Some(Link {
+                path: PathBuf::from(path),
+                deleted,
+            })
+        };
+        assert_eq!(link_path(b"/srv/f (deleted)"), link("/srv/f", true));
+        assert_eq!(link_path(b"/srv//f"), link("/srv/f", false));
         assert_eq!(link_path(b"socket:[123]"), None);
     }
 }

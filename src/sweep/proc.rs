@@ -7,7 +7,7 @@ use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use nix::unistd::Pid;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
 /// A read of one process's file.
 pub enum Got<T> {
@@ -154,10 +154,23 @@ impl Dir {
         }
     }
 
-    /// The mount id descriptor `fd` was opened through, from this process's (or thread's)
-    /// own `fdinfo`.
-    pub fn mnt_id(&self, fd: &str) -> Option<u64> {
-        mnt_id_in(&self.read(&format!("fdinfo/{fd}")).ok()?)
+    /// What this process's (or thread's) own `fdinfo` says of descriptor `fd`: the mount id
+    /// it was opened through, and its inode number.
+    pub fn fdinfo(&self, fd: &str) -> FdInfo {
+        FdInfo::of(self.read(&format!("fdinfo/{fd}")).ok())
+    }
+
+    /// What the link `name` (`cwd`, `root`, `exe`) points to, as seen through a descriptor of
+    /// our own: the link has no `fdinfo`, ours has. Opening with O_PATH follows the link without
+    /// a lookup or an open of the filesystem's own, so a hung server is never asked.
+    pub fn link_info(&self, name: &str) -> FdInfo {
+        let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+        let Ok(fd) = nix::fcntl::openat(&self.fd, name, flags, Mode::empty()) else {
+            return FdInfo::default();
+        };
+        let info = FdInfo::of(read(&format!("self/fdinfo/{}", fd.as_raw_fd())).ok());
+        drop(fd);
+        info
     }
 
     /// Each open descriptor's number and link text; a descriptor closed meanwhile is left out.
@@ -192,9 +205,36 @@ impl Dir {
     }
 }
 
+/// What the `fdinfo` file `name` says.
+pub fn fdinfo(name: &str) -> FdInfo {
+    FdInfo::of(read(name).ok())
+}
+
 /// The mount id an `fdinfo` file gives.
 pub fn mnt_id(name: &str) -> Option<u64> {
     mnt_id_in(&read(name).ok()?)
+}
+
+/// The fields of an `fdinfo` file the sweep uses.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FdInfo {
+    /// The mount the file was opened through (0: one of the kernel's own, as for a memfd).
+    pub mnt_id: Option<u64>,
+    /// The file's inode number.
+    pub ino: Option<u64>,
+}
+
+impl FdInfo {
+    fn of(text: Option<Vec<u8>>) -> FdInfo {
+        let Some(text) = text else {
+            return FdInfo::default();
+        };
+        let number = |key| field(&text, key)?.first()?.parse().ok();
+        FdInfo {
+            mnt_id: number("mnt_id:"),
+            ino: number("ino:"),
+        }
+    }
 }
 
 fn mnt_id_in(text: &[u8]) -> Option<u64> {

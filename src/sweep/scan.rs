@@ -3,9 +3,10 @@
 
 use super::holds::{Held, Look};
 use super::listing::{self, Seen, RELISTS};
-use super::mounts::{self, Ident, Table};
+use super::mounts::{self, Table};
 use super::pids::Mark;
 use super::proc::{self, Got, Stat};
+use super::target::Targets;
 use super::{Found, Scan, Started, Sweep, Unverified};
 use crate::slowread;
 use nix::unistd::Pid;
@@ -41,7 +42,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
     };
     let stats = listing::stats_of(&names);
     let skip = own_line(&stats);
-    let dirs: Vec<Ident> = sweep.dirs.iter().map(|d| d.current(&ours)).collect();
+    let dirs = sweep.targets(&ours);
     let own_ns = proc::link("self/ns/mnt").ok();
     let mut pass = Pass {
         own_start: sweep.own_start,
@@ -57,6 +58,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
             .filter(|s| !skip.contains(&s.pid))
             .collect();
         let (linked, others, slow) = inspect(&looked, own_ns.as_ref(), &ours, &dirs);
+        sweep.mounts.remember(others.values(), &dirs.dirs);
         for ((stat, linked), (cmdline, maps)) in looked.iter().zip(linked).zip(slow) {
             pass.finish(stat, linked, &ours, &others, &dirs, cmdline, maps);
         }
@@ -89,7 +91,7 @@ fn inspect(
     looked: &[&Stat],
     own_ns: Option<&Vec<u8>>,
     ours: &Table,
-    dirs: &[Ident],
+    dirs: &Targets,
 ) -> (Vec<Linked>, Others, Vec<Slow>) {
     if looked.len() <= FEW {
         // A few processes that appeared while the scan looked: read at once, on this thread,
@@ -183,7 +185,7 @@ type Others = HashMap<(Vec<u8>, PathBuf), Table>;
 struct Linked {
     /// Its namespace and root when its namespace is not ours.
     key: Option<(Vec<u8>, PathBuf)>,
-    root: Option<PathBuf>,
+    root: Option<mounts::Link>,
     cwd: Option<PathBuf>,
     held: Held,
     denied: Option<String>,
@@ -202,7 +204,7 @@ fn link_pass(
     looked: &[&Stat],
     own_ns: Option<&Vec<u8>>,
     ours: &Table,
-    dirs: &[Ident],
+    dirs: &Targets,
 ) -> (Vec<Linked>, Others) {
     let mut others = Others::new();
     let linked = looked
@@ -229,11 +231,12 @@ fn link_pass(
             let root = take(at.link("root"), &mut denied).and_then(|t| mounts::link_path(&t));
             let (key, table) = match (ns, &root) {
                 (Some(ns), Some(root)) if Some(&ns) != own_ns => {
-                    let key = (ns, root.clone());
+                    let key = (ns, root.path.clone());
                     if !others.contains_key(&key) {
                         match at.read("mountinfo") {
                             Got::Text(text) => {
-                                others.insert(key.clone(), Table::parse(&text, root));
+                                others
+                                    .insert(key.clone(), Table::parse(&text, root).read_from(pid));
                             }
                             // Its namespaces are dropped after its files and working directory
                             // (`exit_task_namespaces` follows `exit_files` and `exit_fs` in the
@@ -318,7 +321,7 @@ impl Pass {
         mut linked: Linked,
         ours: &Table,
         others: &Others,
-        dirs: &[Ident],
+        dirs: &Targets,
         cmdline: Got<Vec<u8>>,
         maps: Got<Vec<u8>>,
     ) {

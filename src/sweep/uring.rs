@@ -14,11 +14,10 @@
 //! the ring. Either way the list is missing, not empty: the read is tried again at once a few
 //! times, and when it never shows the list the process counts as not looked at in full.
 
-use super::mounts;
+use super::mounts::{self, Link};
 use super::proc::{self, Got};
 use nix::unistd::Pid;
 use std::os::unix::ffi::OsStrExt;
-use std::path::PathBuf;
 
 /// The text of a ring's descriptor link.
 pub fn is_ring(link: &[u8]) -> bool {
@@ -33,7 +32,7 @@ const TRIES: u32 = 8;
 
 /// The paths of the files registered with the ring at descriptor `fd` of `dir` (a process's or a
 /// thread's folder, of process `pid`). Their mount is not shown: they are judged by path alone.
-pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Got<Vec<PathBuf>> {
+pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Got<Vec<Link>> {
     let name = format!("fdinfo/{fd}");
     for i in 0..TRIES {
         if i > 0 {
@@ -64,7 +63,7 @@ pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Got<Vec<PathBuf>> {
 #[derive(Debug, PartialEq)]
 enum Listed {
     /// Every registered file's path (none when no slot is occupied).
-    Paths(Vec<PathBuf>),
+    Paths(Vec<Link>),
     /// Slots named by something other than a path, or a list not understood: which folder
     /// the files lie in is not known.
     Names,
@@ -160,14 +159,15 @@ mod tests {
     }
 
     fn paths(list: &[&str]) -> Listed {
-        Listed::Paths(list.iter().map(PathBuf::from).collect())
+        let link = |t: &&str| mounts::link_path(t.as_bytes()).expect("a path");
+        Listed::Paths(list.iter().map(link).collect())
     }
 
     #[test]
-    fn paths_are_read_unescaped_and_without_deleted() {
+    fn paths_are_read_unescaped_and_deleted_is_kept() {
         let files = "UserFiles:\t4\n    0: /srv/a\\040b\n    2: /srv/gone\\040(deleted)\n\
                      \x20   3: socket:[991]\nUserBufs:\t0\n";
-        assert_eq!(of(files), paths(&["/srv/a b", "/srv/gone"]));
+        assert_eq!(of(files), paths(&["/srv/a b", "/srv/gone (deleted)"]));
         assert_eq!(of("UserFiles:\t0\nUserBufs:\t0\n"), paths(&[]));
     }
 

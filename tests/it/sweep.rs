@@ -730,3 +730,136 @@ impl Drop for KillFirst {
         harness::kill_pid(self.0, libc::SIGKILL);
     }
 }
+
+#[test]
+fn a_folder_deleted_during_the_run_is_told_from_a_new_one_of_its_name() {
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    // In the folder, in a subfolder of it, and a file of it held open.
+    let at = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
+    let deep = Outside::start("exec sleep 1000", &f.dir().join("sub/deeper"), &[], "sleep");
+    let file = f.dir().join("file");
+    let open = Outside::start(
+        "exec 3<\"$F\"; exec sleep 1000",
+        Path::new("/"),
+        &[("F", &file)],
+        "sleep",
+    );
+    std::fs::remove_dir_all(f.dir()).unwrap();
+    let link = std::fs::read_link(format!("/proc/{}/cwd", at.pid())).unwrap();
+    assert_eq!(
+        link,
+        PathBuf::from(format!("{} (deleted)", path_str(&f.dir())))
+    );
+    // A new folder of the same name, with the same contents, and processes in it.
+    std::fs::create_dir_all(f.dir().join("sub/deeper")).unwrap();
+    std::fs::write(&file, "new").unwrap();
+    let new_at = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
+    let new_deep = Outside::start("exec sleep 1000", &f.dir().join("sub/deeper"), &[], "sleep");
+    let new_open = Outside::start(
+        "exec 3<\"$F\"; exec sleep 1000",
+        Path::new("/"),
+        &[("F", &file)],
+        "sleep",
+    );
+    // A command line naming the old path names what has that name now: the new folder.
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "sleep 1000; :", "sh", &path_str(&file)])
+        .current_dir("/");
+    let named = Outside::of(cmd, "sh");
+    wait_until("the sh to start its sleep", || {
+        !harness::children(named.pid()).is_empty()
+    });
+    for p in [&new_at, &new_deep, &new_open, &named] {
+        assert_eq!(inst.what(p.pid()), None, "{}", inst.sweep());
+    }
+    // What lies in the deleted folder is found by its links; an argument relative to a working
+    // directory there names nothing (the process holds the folder anyway).
+    assert_eq!(inst.what(at.pid()), what(&["cwd"]));
+    assert_eq!(inst.what(deep.pid()), what(&["cwd"]));
+    assert_eq!(inst.what(open.pid()), what(&["fd"]));
+}
+
+/// Starts, in a mount namespace of its own, `sleep` with the folder `dir` bound at `view` (an
+/// empty folder of ours), working in `view/sub` and holding `view/file` open. None where that
+/// cannot be done.
+fn on_a_bind_mount(dir: &Path, view: &Path) -> Option<Outside> {
+    std::fs::create_dir_all(view).unwrap();
+    let script = "mount --bind \"$2\" \"$1\" && cd \"$1/sub\" && exec 3<\"$1/file\" \
+                  && exec sleep 1000";
+    let mut cmd = harness::in_mount_ns(script, &[&path_str(view), &path_str(dir)])?;
+    cmd.current_dir("/");
+    Some(Outside::of(cmd, "sleep"))
+}
+
+/// Detaches `view` (`umount -l`) in the mount namespace of `pid`.
+fn detach(pid: i32, view: &Path) {
+    let ok = Command::new("nsenter")
+        .args([
+            "-t",
+            &pid.to_string(),
+            "-m",
+            "umount",
+            "-l",
+            &path_str(view),
+        ])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "umount -l {} in the namespace of {pid}", view.display());
+    // The kernel now reads its links from the detached mount's own root.
+    let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap();
+    assert_eq!(cwd, PathBuf::from("/sub"));
+    let fd = std::fs::read_link(format!("/proc/{pid}/fd/3")).unwrap();
+    assert_eq!(fd, PathBuf::from("/file"));
+}
+
+#[test]
+fn a_bind_mount_of_the_folder_detached_while_held_is_still_the_folder() {
+    if needs_root("mount --bind in a mount namespace") {
+        return;
+    }
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let view = f.top().join("view");
+    let Some(p) = on_a_bind_mount(&f.dir(), &view) else {
+        return;
+    };
+    let holds = |pid| inst.what(pid).unwrap_or_default();
+    let got = holds(p.pid());
+    assert!(
+        got.contains(&"cwd".into()) && got.contains(&"fd".into()),
+        "{got:?}"
+    );
+    // A scan saw the mount: detached, it still shows the folder.
+    detach(p.pid(), &view);
+    let got = holds(p.pid());
+    assert!(
+        got.contains(&"cwd".into()) && got.contains(&"fd".into()),
+        "{got:?}"
+    );
+    // One that no scan saw before it was detached: nothing tells where its files lie, and its
+    // links could lie in the folder. It was not looked at in full.
+    let unseen_view = f.top().join("unseen");
+    let Some(q) = on_a_bind_mount(&f.dir(), &unseen_view) else {
+        return;
+    };
+    detach(q.pid(), &unseen_view);
+    let sweep = inst.sweep();
+    let entry = sweep["unverified"]
+        .as_array()
+        .and_then(|u| u.iter().find(|u| u["pid"] == q.pid()))
+        .unwrap_or_else(|| panic!("{} is not unverified: {sweep}", q.pid()));
+    assert_eq!(entry["started"], "during", "{sweep}");
+    let why = entry["why"].as_str().unwrap();
+    assert!(why.contains("no mount table lists"), "{why}");
+    // The one seen before is still found, and a process beside them is neither.
+    assert!(holds(p.pid()).contains(&"fd".into()));
+    let beside = Outside::start("exec sleep 1000", f.top(), &[], "sleep");
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(beside.pid()), None, "{sweep}");
+    let unverified = sweep["unverified"].as_array().cloned().unwrap_or_default();
+    assert!(
+        !unverified.iter().any(|u| u["pid"] == beside.pid()),
+        "{sweep}"
+    );
+}

@@ -832,3 +832,122 @@ fn thread_in_the_folder_is_stopped(args: &[&str], what: &str, wrap: fn(Run) -> R
     assert!(!alive, "{how}: {f}");
     assert_eq!(v["stopped"], true, "{how}: {f}");
 }
+
+#[test]
+fn a_folder_deleted_during_the_run_is_swept_and_a_new_one_of_its_name_is_not() {
+    // Identity, not spelling: the folder was deleted with a worker in it, which is still found;
+    // a new folder created under its name is another folder, and its process is left alone.
+    let dir = harness::tempdir();
+    let folder = dir.path().join("w");
+    std::fs::create_dir_all(folder.join("sub")).unwrap();
+    let folder_s = harness::path_str(&folder);
+    let run = Run::new(["--sweep", &folder_s, "--", "sleep", "0.6"]).start();
+    std::thread::sleep(Duration::from_millis(200));
+    let spawn_in = |d: &Path| {
+        Command::new("sleep")
+            .arg("30")
+            .current_dir(d)
+            .spawn()
+            .expect("sleep")
+    };
+    let mut inside = spawn_in(&folder.join("sub"));
+    std::fs::remove_dir_all(&folder).unwrap();
+    std::fs::create_dir_all(folder.join("sub")).unwrap();
+    let mut other = spawn_in(&folder.join("sub"));
+    let (inside_pid, other_pid) = (inside.id() as i32, other.id() as i32);
+    let f = run.finish();
+    let inside_alive = harness::state(inside_pid).is_some_and(|s| s != 'Z');
+    let other_alive = harness::state(other_pid).is_some_and(|s| s != 'Z');
+    for c in [&mut inside, &mut other] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let v = f.verdict();
+    assert!(
+        !inside_alive,
+        "the worker in the deleted folder outlived the sweep: {f}"
+    );
+    assert!(
+        other_alive,
+        "a process in the new folder of the old name was stopped: {f}"
+    );
+    let holders = v["sweep"]["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(holders.iter().any(|h| h["pid"] == inside_pid), "{f}");
+    assert!(!holders.iter().any(|h| h["pid"] == other_pid), "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+}
+
+#[test]
+fn a_worker_on_a_detached_bind_mount_of_the_folder_is_stopped() {
+    // The worker, started during the run outside its tree in a mount namespace of its own,
+    // writes to a file through a bind mount of the folder, and detaches the mount (umount -l)
+    // when told to stop, then writes on. Its links now read as paths from the detached mount's
+    // root, which name other files: the scans still place them in the folder.
+    if !harness::is_root() {
+        harness::skip("mount --bind in a mount namespace needs root");
+        return;
+    }
+    let dir = harness::tempdir();
+    let folder = dir.path().join("w");
+    std::fs::create_dir(&folder).unwrap();
+    let view = dir.path().join("view");
+    std::fs::create_dir(&view).unwrap();
+    let ready = dir.path().join("ready");
+    let detached = dir.path().join("detached");
+    let folder_s = harness::path_str(&folder);
+    let run = Run::new([
+        "--sweep", &folder_s, "--grace", "500ms", "--", "sleep", "0.5",
+    ])
+    .start();
+    std::thread::sleep(Duration::from_millis(100));
+    // The paths come in the environment: a command line naming the folder would match alone.
+    let script = r#"mount --bind "$W" "$V" || exit 1
+        trap 'umount -l "$V" && touch "$D"' TERM
+        exec 3>>"$V/f"
+        echo $$ > "$R.tmp" && mv "$R.tmp" "$R"
+        while :; do echo x >&3; sleep 0.01; done"#;
+    let Some(mut cmd) = harness::in_mount_ns(script, &[]) else {
+        return;
+    };
+    let mut worker = cmd
+        .env("W", &folder)
+        .env("V", &view)
+        .env("R", &ready)
+        .env("D", &detached)
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("unshare");
+    let pid = harness::wait_for_pids(&ready)[0];
+    let mut adopted = Adopted::new();
+    adopted.add(pid);
+    let f = run.finish();
+    let alive = harness::state(pid).is_some_and(|s| s != 'Z');
+    let _ = worker.kill();
+    let _ = worker.wait();
+    let v = f.verdict();
+    assert!(
+        detached.exists(),
+        "the worker never detached its mount: {f}"
+    );
+    assert!(
+        !alive || v["stopped"] == false,
+        "stopped:true while {pid} writes to the folder: {f}"
+    );
+    let holders = v["sweep"]["holders"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        holders
+            .iter()
+            .any(|h| h["pid"] == pid && h["started"] == "during"),
+        "{f}"
+    );
+    assert!(!alive, "the worker outlived the sweep: {f}");
+    assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
+    assert_eq!(v["stopped"], true, "{f}");
+}

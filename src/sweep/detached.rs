@@ -1,0 +1,325 @@
+//! Files on a mount that was detached (`umount -l`). Such a mount is in no namespace's table any
+//! more, and the kernel reads a link into it as a path from the mount's own root (`/f` for a
+//! file at the top of a bind mount of DIR), which in any table names another file. The mount id
+//! stays: `fdinfo` gives it for a descriptor, and for a working directory, root or executable
+//! the `fdinfo` of a descriptor of our own opened (O_PATH) through the link does.
+//!
+//! So every scan remembers the mounts it sees showing a swept folder, in our table and in every
+//! other namespace's it reads (their id, device, and the folder of the filesystem mounted
+//! there), for the whole run. A link on one of them that no longer is in a table is placed
+//! under that mount's root, on its device. A link that could lie in a folder but whose mount is
+//! in no table and was never seen (made and detached between two scans) leaves the process not
+//! looked at in full: unverified, never "holds nothing".
+
+use super::holds::{Held, Look, What};
+use super::mounts::{self, Ident, Link, Mount, Table};
+use super::proc;
+use super::target::{By, Target};
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// At most this many mounts are remembered (the oldest go first): a run that sees more mounts
+/// of its folders than this is not one to keep all of them for.
+const KEPT: usize = 4096;
+
+/// A mount seen showing a swept folder.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seen {
+    pub id: u64,
+    pub dev: (u32, u32),
+    /// The folder of the filesystem mounted there.
+    pub root: PathBuf,
+    /// The process whose mountinfo showed it, when not our own.
+    from: Option<i32>,
+}
+
+impl Seen {
+    /// Where `path` lies when it is read from this mount's own root, as a detached mount's
+    /// links are.
+    fn place(&self, path: &Path) -> Ident {
+        let rest = path.strip_prefix("/").unwrap_or(path);
+        Ident {
+            dev: self.dev,
+            path: mounts::normalize(&self.root.join(rest)),
+        }
+    }
+}
+
+/// The mounts seen showing a swept folder since the start, shared by every scan of the run.
+#[derive(Clone, Debug, Default)]
+pub struct Memory(Arc<Mutex<Vec<Seen>>>);
+
+impl Memory {
+    /// Remembers the mounts of `tables` that show one of `dirs`. A mount id seen for another
+    /// mount is forgotten: ids are reused once a mount is gone, and a detached mount is not gone
+    /// while anything holds a file on it.
+    pub fn remember<'a>(&self, tables: impl IntoIterator<Item = &'a Table>, dirs: &[Target]) {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for (table, m) in tables
+            .into_iter()
+            .flat_map(|t| t.iter().map(move |m| (t, m)))
+        {
+            let now = Seen {
+                id: m.id,
+                dev: m.dev,
+                root: m.root.clone(),
+                from: table.from,
+            };
+            let at = seen.iter().position(|s| s.id == m.id);
+            match (at, dirs.iter().any(|d| shows(m, &d.ident))) {
+                (Some(i), true) => seen[i] = now,
+                (Some(i), false) => {
+                    seen.remove(i);
+                }
+                (None, true) => {
+                    if seen.len() >= KEPT {
+                        seen.remove(0);
+                    }
+                    seen.push(now);
+                }
+                (None, false) => {}
+            }
+        }
+    }
+
+    /// The remembered mounts that `ours` does not list, nor the mountinfo of the process of
+    /// another namespace that showed one, read again now: a mount that is still in its
+    /// namespace (a container's view of DIR) costs the scan nothing more. One detached after
+    /// this read is missed by this scan alone: the next finds it gone.
+    pub fn lost(&self, ours: &Table) -> Vec<Seen> {
+        let candidates: Vec<Seen> = {
+            let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+            seen.iter()
+                .filter(|s| ours.by_id(s.id).is_none())
+                .cloned()
+                .collect()
+        };
+        let mut live: HashMap<i32, HashSet<u64>> = HashMap::new();
+        candidates
+            .into_iter()
+            .filter(|s| {
+                let Some(pid) = s.from else {
+                    return true;
+                };
+                let ids = live.entry(pid).or_insert_with(|| mount_ids(pid));
+                !ids.contains(&s.id)
+            })
+            .collect()
+    }
+}
+
+/// The mount ids in `pid`'s mountinfo now (none when it cannot be read).
+fn mount_ids(pid: i32) -> HashSet<u64> {
+    let text = proc::read(&format!("{pid}/mountinfo"))
+        .ok()
+        .unwrap_or_default();
+    text.split(|b| *b == b'\n')
+        .filter_map(|line| line.split(|b| *b == b' ').next())
+        .filter_map(|id| std::str::from_utf8(id).ok()?.parse().ok())
+        .collect()
+}
+
+/// Whether `m` shows the folder `dir`, or part of it.
+fn shows(m: &Mount, dir: &Ident) -> bool {
+    m.dev == dir.dev && (m.root.starts_with(&dir.path) || dir.path.starts_with(&m.root))
+}
+
+/// What a look at one link made of it.
+pub enum Is {
+    Held,
+    Not,
+    /// It may lie in a folder, on a mount nothing tells where: why, in words.
+    Unknown(String),
+}
+
+impl Look<'_> {
+    /// Judges the link `name` (`cwd`, `root`, `exe`) of `dir`, read as `link`, adding `what`
+    /// to `held` when it holds a folder.
+    pub(super) fn judge(
+        &self,
+        dir: &proc::Dir,
+        name: &str,
+        link: &Link,
+        what: What,
+        held: &mut Held,
+    ) {
+        match self.link_is(dir, name, link) {
+            Is::Held => held.add(what),
+            Is::Not => {}
+            Is::Unknown(why) => {
+                held.denied.get_or_insert(why);
+            }
+        }
+    }
+
+    fn link_is(&self, dir: &proc::Dir, name: &str, link: &Link) -> Is {
+        if self.holds(link, None) {
+            return Is::Held;
+        }
+        // Only a link that a lost mount would place in a folder is worth a descriptor.
+        if !self.lost_fits(link) {
+            return Is::Not;
+        }
+        let info = dir.link_info(name);
+        match info.mnt_id {
+            None | Some(0) => Is::Not,
+            Some(id) if self.table.by_id(id).is_some() => bool_is(self.holds(link, Some(id))),
+            Some(id) if self.dirs.ours(id) => Is::Not,
+            Some(id) => self.on_lost(id, link, info.ino).unwrap_or_else(|| {
+                Is::Unknown(unknown(&format!("its {}", plain(name)), link, id, self))
+            }),
+        }
+    }
+
+    /// Whether descriptor `fd` of `dir`, its link read as `link`, holds a folder.
+    pub(super) fn fd_is(&self, dir: &proc::Dir, fd: &str, link: &Link) -> Is {
+        let by_table = self.could_hold(link);
+        if !by_table && !self.lost_fits(link) {
+            return Is::Not;
+        }
+        let info = dir.fdinfo(fd);
+        match info.mnt_id {
+            // No fdinfo (closed meanwhile, or none in this kernel): the path's own answer.
+            None => bool_is(by_table),
+            // One of the kernel's own mounts (a memfd, shared memory): in no folder.
+            Some(0) => Is::Not,
+            Some(id) if self.table.by_id(id).is_some() => {
+                bool_is(self.holds_by(link, Some(id), info.ino))
+            }
+            // A mount of ours that this process's namespace does not list (a descriptor opened
+            // before it made a namespace of its own): the path's own answer.
+            Some(id) if self.dirs.ours(id) => bool_is(by_table),
+            Some(id) => self.on_lost(id, link, info.ino).unwrap_or_else(|| {
+                Is::Unknown(unknown(&format!("its descriptor {fd}"), link, id, self))
+            }),
+        }
+    }
+
+    /// Whether some lost mount that this process's table does not list either would place
+    /// `link` in a folder.
+    fn lost_fits(&self, link: &Link) -> bool {
+        let by = By::Link {
+            deleted: link.deleted,
+            ino: None,
+        };
+        self.dirs
+            .lost
+            .iter()
+            .filter(|m| self.table.by_id(m.id).is_none())
+            .any(|m| self.dirs.has(&m.place(link), by))
+    }
+
+    /// Where `link` lies when mount `id` is a lost one: None when it is not.
+    fn on_lost(&self, id: u64, link: &Link, ino: Option<u64>) -> Option<Is> {
+        let m = self.dirs.lost.iter().find(|m| m.id == id)?;
+        let by = By::Link {
+            deleted: link.deleted,
+            ino,
+        };
+        Some(bool_is(self.dirs.has(&m.place(link), by)))
+    }
+}
+
+fn bool_is(held: bool) -> Is {
+    if held {
+        Is::Held
+    } else {
+        Is::Not
+    }
+}
+
+fn plain(name: &str) -> &str {
+    match name {
+        "cwd" => "working directory",
+        "exe" => "executable",
+        other => other,
+    }
+}
+
+fn unknown(what: &str, link: &Link, id: u64, look: &Look) -> String {
+    format!(
+        "/proc/{}: {what} ({}) is on a mount (id {id}) that no mount table lists and no scan \
+         saw, one detached (umount -l) since: where it lies is unknown",
+        look.pid,
+        link.path.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const INFO: &[u8] = b"\
+22 1 8:1 / / rw - ext4 /dev/sda1 rw
+40 22 8:1 /srv/data /mnt/view rw - ext4 /dev/sda1 rw
+41 22 8:1 /srv/other /mnt/other rw - ext4 /dev/sda1 rw
+42 22 0:40 / /srv/data/tmp rw - tmpfs tmpfs rw
+";
+
+    fn target(path: &str) -> Target {
+        Target {
+            ident: Ident {
+                dev: (8, 1),
+                path: PathBuf::from(path),
+            },
+            deleted: false,
+            ino: None,
+        }
+    }
+
+    #[test]
+    fn mounts_that_show_the_folder_are_remembered_and_an_id_reused_is_forgotten() {
+        let memory = Memory::default();
+        let table = Table::parse(INFO, Path::new("/"));
+        memory.remember([&table], &[target("/srv/data/w")]);
+        let ids: Vec<u64> = memory
+            .lost(&Table::default())
+            .iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(ids, [22, 40]);
+        assert!(memory.lost(&table).is_empty());
+        // Mount 40 is gone and its id now names another mount.
+        let later = Table::parse(
+            b"40 22 8:1 /srv/other /x rw - ext4 /dev/sda1 rw\n",
+            "/".as_ref(),
+        );
+        memory.remember([&later], &[target("/srv/data/w")]);
+        let lost = memory.lost(&Table::default());
+        assert_eq!(lost.iter().map(|s| s.id).collect::<Vec<_>>(), [22]);
+        let view = Seen {
+            id: 40,
+            dev: (8, 1),
+            root: PathBuf::from("/srv/data"),
+            from: None,
+        };
+        assert_eq!(view.place(Path::new("/w/f")), target("/srv/data/w/f").ident);
+    }
+
+    #[test]
+    fn a_mount_still_in_the_namespace_that_showed_it_is_not_lost() {
+        let me = crate::sys::own_pid();
+        let text = proc::read("self/mountinfo").ok().unwrap();
+        let table = Table::parse(&text, Path::new("/")).read_from(me);
+        let root = table.iter().find(|m| m.point == Path::new("/")).unwrap();
+        let memory = Memory::default();
+        memory.remember([&table], &[dir_of(root)]);
+        assert!(memory.lost(&Table::default()).is_empty());
+        // Shown by a process that is gone: nothing says it is still mounted.
+        let gone =
+            Table::parse(&text, Path::new("/")).read_from(nix::unistd::Pid::from_raw(i32::MAX));
+        memory.remember([&gone], &[dir_of(root)]);
+        assert!(!memory.lost(&Table::default()).is_empty());
+    }
+
+    fn dir_of(m: &Mount) -> Target {
+        Target {
+            ident: Ident {
+                dev: m.dev,
+                path: m.root.clone(),
+            },
+            ..target("/")
+        }
+    }
+}

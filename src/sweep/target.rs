@@ -1,0 +1,118 @@
+//! The swept folders as one scan matches them: where each is now, whether it was deleted, and
+//! the mounts that showed one and that no longer are in our table (see `detached`).
+//!
+//! A deleted folder has no name any more: a new folder created under its old name is another
+//! folder. What still lies in the deleted one is deleted too (a folder is empty when it is
+//! removed, and nothing can be created in it afterwards), so the kernel marks every link into it
+//! ` (deleted)`: only such links match a deleted folder, and no argument names it.
+
+use super::detached::Seen;
+use super::mounts::Ident;
+
+/// One swept folder, now.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Where it is (its last name when deleted).
+    pub ident: Ident,
+    /// It was removed: the link to it that vloer-run holds reads ` (deleted)`.
+    pub deleted: bool,
+    /// Its inode number, from the `fdinfo` of the descriptor vloer-run holds.
+    pub ino: Option<u64>,
+}
+
+/// How a path came to be matched.
+#[derive(Clone, Copy, Debug)]
+pub enum By {
+    /// A link (working directory, root, executable, descriptor, map): whether its text was
+    /// marked deleted, and its inode number where `fdinfo` gave one.
+    Link { deleted: bool, ino: Option<u64> },
+    /// An argument of the command line: a name, resolved by text.
+    Name,
+}
+
+impl Target {
+    /// Whether `at`, reached as `by` says, lies in this folder.
+    pub fn has(&self, at: &Ident, by: By) -> bool {
+        if !at.within(&self.ident) {
+            return false;
+        }
+        match by {
+            _ if !self.deleted => true,
+            // A name now names whatever has it, never the deleted folder.
+            By::Name => false,
+            By::Link { deleted: false, .. } => false,
+            // The folder itself, open: its inode tells it from a namesake deleted since.
+            By::Link { ino: Some(ino), .. } if *at == self.ident => {
+                self.ino.map_or(true, |own| own == ino)
+            }
+            By::Link { .. } => true,
+        }
+    }
+}
+
+/// Every swept folder, and what a scan needs to place a path on a detached mount.
+#[derive(Clone, Debug, Default)]
+pub struct Targets {
+    pub dirs: Vec<Target>,
+    /// Mounts seen showing a folder since the start that our own table no longer lists: a
+    /// descriptor whose mount id is one of them may be on a mount detached since.
+    pub lost: Vec<Seen>,
+    /// The mount ids of our own table, sorted.
+    pub ours: Vec<u64>,
+}
+
+impl Targets {
+    pub fn iter(&self) -> impl Iterator<Item = &Target> {
+        self.dirs.iter()
+    }
+
+    /// Whether mount `id` is in our own table.
+    pub fn ours(&self, id: u64) -> bool {
+        self.ours.binary_search(&id).is_ok()
+    }
+
+    /// Whether `at` lies in some folder.
+    pub fn has(&self, at: &Ident, by: By) -> bool {
+        self.dirs.iter().any(|d| d.has(at, by))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn at(path: &str) -> Ident {
+        Ident {
+            dev: (8, 1),
+            path: PathBuf::from(path),
+        }
+    }
+
+    #[test]
+    fn a_deleted_folder_is_matched_by_deleted_links_alone() {
+        let live = Target {
+            ident: at("/x/dir"),
+            deleted: false,
+            ino: Some(7),
+        };
+        let gone = Target {
+            deleted: true,
+            ..live.clone()
+        };
+        let link = |deleted, ino| By::Link { deleted, ino };
+        for by in [link(false, None), link(true, None), By::Name] {
+            assert!(live.has(&at("/x/dir/f"), by), "{by:?}");
+            assert!(!live.has(&at("/x/dirt"), by), "{by:?}");
+        }
+        assert!(gone.has(&at("/x/dir"), link(true, None)));
+        assert!(gone.has(&at("/x/dir/sub"), link(true, Some(9))));
+        assert!(gone.has(&at("/x/dir"), link(true, Some(7))));
+        // A namesake of the folder, deleted too, open: another inode.
+        assert!(!gone.has(&at("/x/dir"), link(true, Some(8))));
+        // The new folder of its name, and a name.
+        assert!(!gone.has(&at("/x/dir"), link(false, Some(7))));
+        assert!(!gone.has(&at("/x/dir/f"), link(false, None)));
+        assert!(!gone.has(&at("/x/dir/f"), By::Name));
+    }
+}
