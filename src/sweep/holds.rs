@@ -35,8 +35,8 @@ pub struct Held {
     /// The first file that could not be read, when one could not: the process may hold a folder
     /// without this look seeing it.
     pub denied: Option<String>,
-    /// Why this look may have missed one of the process's threads, when it may: new ones kept
-    /// appearing. The scan then proves nothing.
+    /// Why this look may have missed something that passes (new threads kept appearing, an
+    /// io_uring ring stayed busy), when it may. The scan then proves nothing.
     pub unsettled: Option<String>,
 }
 
@@ -224,9 +224,16 @@ impl Look<'_> {
             let Some(link) = mounts::link_path(&text) else {
                 // A ring's registered files may have no descriptor of their own left.
                 if uring::is_ring(&text) {
-                    let files = held.deny(uring::files(dir, self.pid, &fd));
-                    if files.is_some_and(|f| f.iter().any(|l| self.could_hold(l))) {
-                        return true;
+                    match uring::files(dir, self.pid, &fd) {
+                        Ok(files) => {
+                            let files = held.deny(files);
+                            if files.is_some_and(|f| f.iter().any(|l| self.could_hold(l))) {
+                                return true;
+                            }
+                        }
+                        Err(uring::Busy(why)) => {
+                            held.unsettled.get_or_insert(why);
+                        }
                     }
                 }
                 continue;

@@ -47,7 +47,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
     let mut pass = Pass {
         own_start: sweep.own_start,
         scan,
-        threads_unsettled: None,
+        looks_unsettled: None,
     };
     let mut batch = stats;
     let mut settled = false;
@@ -81,7 +81,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
         batch = listing::stats_of(&newer);
     }
     pass.scan.unsettled =
-        listing::unsettled(settled, before, Mark::now()).or(pass.threads_unsettled.take());
+        listing::unsettled(settled, before, Mark::now()).or(pass.looks_unsettled.take());
     pass.scan
 }
 
@@ -309,8 +309,8 @@ fn live_thread(dir: &proc::Dir) -> Option<proc::Dir> {
 struct Pass {
     own_start: u64,
     scan: Scan,
-    /// Why a process's threads may not all have been seen, when they may not.
-    threads_unsettled: Option<String>,
+    /// Why a look at a process may have missed something that passes (see `Held::unsettled`).
+    looks_unsettled: Option<String>,
 }
 
 impl Pass {
@@ -326,7 +326,7 @@ impl Pass {
         maps: Got<Vec<u8>>,
     ) {
         if let Some(why) = linked.held.unsettled.take() {
-            self.threads_unsettled.get_or_insert(why);
+            self.looks_unsettled.get_or_insert(why);
         }
         let stat = linked.other.take();
         let stat = stat.as_ref().unwrap_or(stat_listed);

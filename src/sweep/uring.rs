@@ -26,13 +26,15 @@ pub fn is_ring(link: &[u8]) -> bool {
 
 /// Reads of a ring whose lock was busy, one right after another: a scan never sleeps (vloer-run
 /// waits only in its event loop), so the lock holder is only let run (`yield_now`) in between.
-/// A ring busy through all of them leaves the process unverified, which makes the verdict false
-/// for one started during the run, never true.
 const TRIES: u32 = 8;
+
+/// A ring whose list of files the kernel withheld through every read: it was busy, which passes.
+/// The scan does not count (as one that missed a thread), and the stop scans again.
+pub struct Busy(pub String);
 
 /// The paths of the files registered with the ring at descriptor `fd` of `dir` (a process's or a
 /// thread's folder, of process `pid`). Their mount is not shown: they are judged by path alone.
-pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Got<Vec<Link>> {
+pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Result<Got<Vec<Link>>, Busy> {
     let name = format!("fdinfo/{fd}");
     for i in 0..TRIES {
         if i > 0 {
@@ -40,24 +42,58 @@ pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Got<Vec<Link>> {
         }
         let text = match dir.read(&name) {
             Got::Text(t) => t,
-            Got::Gone => return Got::Gone,
-            Got::Denied(why) => return Got::Denied(why),
+            Got::Gone => return Ok(Got::Gone),
+            Got::Denied(why) => return Ok(Got::Denied(why)),
         };
         match listed(&text) {
-            Listed::Paths(paths) => return Got::Text(paths),
+            Listed::Paths(paths) => return Ok(Got::Text(paths)),
             Listed::Names => {
-                return Got::Denied(format!(
+                return Ok(Got::Denied(format!(
                     "/proc/{pid}/fdinfo/{fd}: the files registered with an io_uring ring are \
                      not listed by path (an older kernel names them without one)"
-                ))
+                )))
             }
             Listed::Missing => {}
         }
     }
-    Got::Denied(format!(
-        "/proc/{pid}/fdinfo/{fd}: the kernel did not list the files registered with an io_uring \
-         ring (it stayed busy, or the kernel does not list them)"
-    ))
+    withheld(pid, fd, kernel_lists_rings())
+}
+
+/// What a list withheld through every read means: a busy ring on a kernel that lists them (from
+/// 5.6), one that is never listed on an older kernel (the process is then not looked at in full).
+fn withheld(pid: Pid, fd: &str, lists: bool) -> Result<Got<Vec<Link>>, Busy> {
+    if lists {
+        return Err(Busy(format!(
+            "the io_uring ring at /proc/{pid}/fd/{fd} stayed busy through {TRIES} reads of its \
+             registered files, so no scan saw them"
+        )));
+    }
+    Ok(Got::Denied(format!(
+        "/proc/{pid}/fdinfo/{fd}: this kernel does not list the files registered with an \
+         io_uring ring (Linux 5.6 and later do)"
+    )))
+}
+
+/// Whether this kernel lists a ring's registered files in its `fdinfo`: from Linux 5.6. A release
+/// that cannot be read is taken to (a withheld list then asks for another scan, which is slower,
+/// never less true).
+fn kernel_lists_rings() -> bool {
+    static LISTS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LISTS.get_or_init(|| {
+        proc::read("sys/kernel/osrelease")
+            .ok()
+            .and_then(|r| release_at_least(r.trim_ascii(), (5, 6)))
+            .unwrap_or(true)
+    })
+}
+
+/// Whether a kernel release (`6.1.0-18-amd64`) is at least `(major, minor)`.
+fn release_at_least(release: &[u8], (major, minor): (u32, u32)) -> Option<bool> {
+    let text = std::str::from_utf8(release).ok()?;
+    let mut parts = text.split(['.', '-']);
+    let have_major: u32 = parts.next()?.parse().ok()?;
+    let have_minor: u32 = parts.next()?.parse().ok()?;
+    Some((have_major, have_minor) >= (major, minor))
 }
 
 #[derive(Debug, PartialEq)]
@@ -161,6 +197,18 @@ mod tests {
     fn paths(list: &[&str]) -> Listed {
         let link = |t: &&str| mounts::link_path(t.as_bytes()).expect("a path");
         Listed::Paths(list.iter().map(link).collect())
+    }
+
+    #[test]
+    fn a_list_withheld_on_a_kernel_that_lists_rings_asks_for_another_scan() {
+        let pid = Pid::from_raw(7);
+        assert!(matches!(withheld(pid, "3", true), Err(Busy(_))));
+        assert!(matches!(withheld(pid, "3", false), Ok(Got::Denied(_))));
+        assert_eq!(release_at_least(b"6.1.0-18-amd64", (5, 6)), Some(true));
+        assert_eq!(release_at_least(b"5.6.0", (5, 6)), Some(true));
+        assert_eq!(release_at_least(b"5.5.19-rt", (5, 6)), Some(false));
+        assert_eq!(release_at_least(b"4.19.0", (5, 6)), Some(false));
+        assert_eq!(release_at_least(b"weird", (5, 6)), None);
     }
 
     #[test]

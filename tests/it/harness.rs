@@ -645,6 +645,22 @@ impl Finished {
     }
 }
 
+/// Whether the verdict `v` lists `pid` among the sweep's holders, holding by `what` (`cwd`,
+/// `fd`...) when given.
+pub fn sweep_lists(v: &serde_json::Value, pid: i32, what: Option<&str>) -> bool {
+    let holders = v["sweep"]["holders"].as_array();
+    holders.is_some_and(|hs| {
+        hs.iter().any(|h| {
+            let by = |w: &str| {
+                h["what"]
+                    .as_array()
+                    .is_some_and(|ws| ws.contains(&w.into()))
+            };
+            h["pid"] == pid && what.map_or(true, by)
+        })
+    })
+}
+
 /// A -v line's time since the run began (`+1.503s `), and the rest of the line.
 pub fn verbose_time(line: &str) -> Option<(Duration, &str)> {
     let (time, rest) = line.strip_prefix('+')?.split_once("s ")?;

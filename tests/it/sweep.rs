@@ -106,9 +106,34 @@ impl Outside {
         p
     }
 
+    /// Starts the helper with `args` and a ready file (in `f`'s top), its `HELPER_DIR` the
+    /// swept folder and its working directory `/`, and waits until it is ready.
+    fn helper(f: &Folder, args: &[&str]) -> Outside {
+        let ready = f.top().join("ready");
+        let child = Command::new(harness::helper())
+            .args(args)
+            .arg(&ready)
+            .env("HELPER_DIR", f.dir())
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the helper");
+        let p = Outside(child);
+        assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+        p
+    }
+
     fn pid(&self) -> i32 {
         self.0.id() as i32
     }
+}
+
+/// The link texts of process `pid`'s descriptors.
+fn fd_links(pid: i32) -> Vec<PathBuf> {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .collect()
 }
 
 impl Drop for Outside {
@@ -249,20 +274,8 @@ fn a_thread_with_a_file_table_of_its_own_holds_the_folder_among_any_number_of_th
     for threads in ["1", "300"] {
         let f = Folder::new();
         let inst = Instance::start(&f, &[&f.dir()]);
-        let ready = f.top().join("ready");
-        let child = Command::new(harness::helper())
-            .args(["thread-files", threads, &path_str(&ready)])
-            .env("HELPER_DIR", f.dir())
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .spawn()
-            .expect("the helper");
-        let p = Outside(child);
-        assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
-        let main_fds: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", p.pid()))
-            .unwrap()
-            .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
-            .collect();
+        let p = Outside::helper(&f, &["thread-files", threads]);
+        let main_fds = fd_links(p.pid());
         assert!(
             !main_fds.iter().any(|l| l.starts_with(f.dir())),
             "the main thread holds nothing in the folder: {main_fds:?}"
@@ -279,22 +292,10 @@ fn a_file_registered_with_an_io_uring_ring_holds_the_folder() {
     }
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
-    let ready = f.top().join("ready");
-    let child = Command::new(harness::helper())
-        .args(["uring-file", &path_str(&ready)])
-        .env("HELPER_DIR", f.dir())
-        .current_dir("/")
-        .stdin(Stdio::null())
-        .spawn()
-        .expect("the helper");
-    let p = Outside(child);
-    assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+    let p = Outside::helper(&f, &["uring-file"]);
     // Its descriptors show the ring and nothing in the folder; only the ring's fdinfo names the
     // file.
-    let links: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", p.pid()))
-        .unwrap()
-        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
-        .collect();
+    let links = fd_links(p.pid());
     assert!(
         !links.iter().any(|l| l.starts_with(f.dir())),
         "no descriptor of the file is left: {links:?}"
@@ -733,6 +734,7 @@ impl Drop for KillFirst {
 
 #[test]
 fn a_folder_deleted_during_the_run_is_told_from_a_new_one_of_its_name() {
+    let _quiet = harness::quiet();
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
     // In the folder, in a subfolder of it, and a file of it held open.
@@ -815,6 +817,7 @@ fn detach(pid: i32, view: &Path) {
 
 #[test]
 fn a_bind_mount_of_the_folder_detached_while_held_is_still_the_folder() {
+    let _quiet = harness::quiet();
     if needs_root("mount --bind in a mount namespace") {
         return;
     }

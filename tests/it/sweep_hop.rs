@@ -56,15 +56,8 @@ fn a_table_that_hops_from_thread_to_thread_is_never_called_gone() {
                 assert_eq!(f.code(), Some(125), "{f}");
                 assert!(v["error"].is_string(), "{f}");
             } else {
-                let holders = v["sweep"]["holders"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default();
                 assert!(
-                    holders.iter().any(|h| h["pid"] == pid
-                        && h["what"]
-                            .as_array()
-                            .is_some_and(|w| w.contains(&what.into()))),
+                    harness::sweep_lists(&v, pid, Some(what)),
                     "round {round}, {how}: gone, yet not found by its threads' {what}: {f}"
                 );
             }

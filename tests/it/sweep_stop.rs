@@ -630,23 +630,46 @@ fn a_folder_renamed_during_the_run_is_still_swept_where_it_went() {
     let _quiet = harness::quiet();
     // Identity, not spelling: the folder moved, and a worker in it is still found; a new folder
     // that took the old name is not the swept one.
+    let (dir, folder, run) = sweeping_a_folder();
+    let moved = dir.path().join("w.moved");
+    std::fs::rename(&folder, &moved).unwrap();
+    std::fs::create_dir_all(folder.join("sub")).unwrap();
+    // In a folder below it: the moved folder's own identity is not enough to find it.
+    let inside = sleeper_in(&moved.join("sub"));
+    let other = sleeper_in(&folder.join("sub"));
+    the_worker_is_stopped_and_the_namesake_is_not(run, inside, other, "moved");
+}
+
+/// A run of `sleep 0.6` that sweeps a folder `w` (with `w/sub`) in a folder of its own, started
+/// a moment ago.
+fn sweeping_a_folder() -> (tempfile::TempDir, PathBuf, harness::Running) {
     let dir = harness::tempdir();
-    let (folder, moved) = (dir.path().join("w"), dir.path().join("w.moved"));
+    let folder = dir.path().join("w");
     std::fs::create_dir_all(folder.join("sub")).unwrap();
     let folder_s = harness::path_str(&folder);
     let run = Run::new(["--sweep", &folder_s, "--", "sleep", "0.6"]).start();
     std::thread::sleep(Duration::from_millis(200));
-    std::fs::rename(&folder, &moved).unwrap();
-    std::fs::create_dir_all(folder.join("sub")).unwrap();
-    let spawn_in = |d: &Path| {
-        Command::new("sleep")
-            .arg("30")
-            .current_dir(d)
-            .spawn()
-            .expect("sleep")
-    };
-    // In a folder below it: the moved folder's own identity is not enough to find it.
-    let (mut inside, mut other) = (spawn_in(&moved.join("sub")), spawn_in(&folder.join("sub")));
+    (dir, folder, run)
+}
+
+/// A process working in `dir`, outside the run's tree.
+fn sleeper_in(dir: &Path) -> Child {
+    Command::new("sleep")
+        .arg("30")
+        .current_dir(dir)
+        .spawn()
+        .expect("sleep")
+}
+
+/// Once `run` ends: the worker `inside` the swept folder (which was `how`) was listed and
+/// stopped, the one in the new folder of the old name (`other`) was neither, and the verdict is
+/// true. Both are ended and reaped.
+fn the_worker_is_stopped_and_the_namesake_is_not(
+    run: harness::Running,
+    mut inside: Child,
+    mut other: Child,
+    how: &str,
+) {
     let (inside_pid, other_pid) = (inside.id() as i32, other.id() as i32);
     let f = run.finish();
     let inside_alive = harness::state(inside_pid).is_some_and(|s| s != 'Z');
@@ -658,18 +681,14 @@ fn a_folder_renamed_during_the_run_is_still_swept_where_it_went() {
     let v = f.verdict();
     assert!(
         !inside_alive,
-        "the worker in the moved folder outlived the sweep: {f}"
+        "the worker in the {how} folder outlived the sweep: {f}"
     );
     assert!(
         other_alive,
         "a process in the new folder of the old name was stopped: {f}"
     );
-    let holders = v["sweep"]["holders"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert!(holders.iter().any(|h| h["pid"] == inside_pid), "{f}");
-    assert!(!holders.iter().any(|h| h["pid"] == other_pid), "{f}");
+    assert!(harness::sweep_lists(&v, inside_pid, None), "{f}");
+    assert!(!harness::sweep_lists(&v, other_pid, None), "{f}");
     assert_eq!(v["stopped"], true, "{f}");
 }
 
@@ -818,15 +837,8 @@ fn thread_in_the_folder_is_stopped(args: &[&str], what: &str, wrap: fn(Run) -> R
         !alive || v["stopped"] == false,
         "{how}: stopped:true while {pid} works on: {f}"
     );
-    let holders = v["sweep"]["holders"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
     assert!(
-        holders.iter().any(|h| h["pid"] == pid
-            && h["what"]
-                .as_array()
-                .is_some_and(|w| w.contains(&what.into()))),
+        harness::sweep_lists(&v, pid, Some(what)),
         "{how}: not found by its thread's {what}: {f}"
     );
     assert!(!alive, "{how}: {f}");
@@ -835,53 +847,20 @@ fn thread_in_the_folder_is_stopped(args: &[&str], what: &str, wrap: fn(Run) -> R
 
 #[test]
 fn a_folder_deleted_during_the_run_is_swept_and_a_new_one_of_its_name_is_not() {
+    let _quiet = harness::quiet();
     // Identity, not spelling: the folder was deleted with a worker in it, which is still found;
     // a new folder created under its name is another folder, and its process is left alone.
-    let dir = harness::tempdir();
-    let folder = dir.path().join("w");
-    std::fs::create_dir_all(folder.join("sub")).unwrap();
-    let folder_s = harness::path_str(&folder);
-    let run = Run::new(["--sweep", &folder_s, "--", "sleep", "0.6"]).start();
-    std::thread::sleep(Duration::from_millis(200));
-    let spawn_in = |d: &Path| {
-        Command::new("sleep")
-            .arg("30")
-            .current_dir(d)
-            .spawn()
-            .expect("sleep")
-    };
-    let mut inside = spawn_in(&folder.join("sub"));
+    let (_dir, folder, run) = sweeping_a_folder();
+    let inside = sleeper_in(&folder.join("sub"));
     std::fs::remove_dir_all(&folder).unwrap();
     std::fs::create_dir_all(folder.join("sub")).unwrap();
-    let mut other = spawn_in(&folder.join("sub"));
-    let (inside_pid, other_pid) = (inside.id() as i32, other.id() as i32);
-    let f = run.finish();
-    let inside_alive = harness::state(inside_pid).is_some_and(|s| s != 'Z');
-    let other_alive = harness::state(other_pid).is_some_and(|s| s != 'Z');
-    for c in [&mut inside, &mut other] {
-        let _ = c.kill();
-        let _ = c.wait();
-    }
-    let v = f.verdict();
-    assert!(
-        !inside_alive,
-        "the worker in the deleted folder outlived the sweep: {f}"
-    );
-    assert!(
-        other_alive,
-        "a process in the new folder of the old name was stopped: {f}"
-    );
-    let holders = v["sweep"]["holders"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    assert!(holders.iter().any(|h| h["pid"] == inside_pid), "{f}");
-    assert!(!holders.iter().any(|h| h["pid"] == other_pid), "{f}");
-    assert_eq!(v["stopped"], true, "{f}");
+    let other = sleeper_in(&folder.join("sub"));
+    the_worker_is_stopped_and_the_namesake_is_not(run, inside, other, "deleted");
 }
 
 #[test]
 fn a_worker_on_a_detached_bind_mount_of_the_folder_is_stopped() {
+    let _quiet = harness::quiet();
     // The worker, started during the run outside its tree in a mount namespace of its own,
     // writes to a file through a bind mount of the folder, and detaches the mount (umount -l)
     // when told to stop, then writes on. Its links now read as paths from the detached mount's
