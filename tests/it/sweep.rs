@@ -391,6 +391,31 @@ fn a_bind_mount_of_the_folder_is_the_folder() {
     assert_eq!(inst.what(p.pid()), what(&["cwd", "argv"]));
 }
 
+/// A command in a mount namespace of its own: a tmpfs over `ns` (in `f`'s top) that only that
+/// namespace sees, the folder bound at `ns/w` in it (as a container sees its volume at /w), and
+/// `then` run in `ns/w/sub` by `sh`, with `ns` and the folder as `$1` and `$2`, then `extra`.
+/// None (and a printed reason) where no mount namespace can be made.
+fn working_at_a_view_only_inside(
+    f: &Folder,
+    then: &str,
+    extra: &[&str],
+) -> Option<(PathBuf, Command)> {
+    let ns = f.top().join("ns");
+    std::fs::create_dir(&ns).unwrap();
+    let script = format!(
+        "mount -t tmpfs none \"$1\" && mkdir \"$1/w\" && mount --bind \"$2\" \"$1/w\" \
+         && cd \"$1/w/sub\" && {then}"
+    );
+    let (ns_s, dir_s) = (path_str(&ns), path_str(&f.dir()));
+    let args: Vec<&str> = [ns_s.as_str(), &dir_s]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .collect();
+    let mut cmd = harness::in_mount_ns(&script, &args)?;
+    cmd.current_dir("/");
+    Some((ns, cmd))
+}
+
 #[test]
 fn another_mount_namespace_s_view_of_the_folder_is_the_folder() {
     let _quiet = harness::quiet();
@@ -399,17 +424,11 @@ fn another_mount_namespace_s_view_of_the_folder_is_the_folder() {
     }
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
-    // Inside: a tmpfs over `ns` that only that namespace sees, the folder bound at `ns/w` in it
-    // (as a container sees its volume at /w), and a working directory there. Its links read
-    // `.../ns/w/sub`, which in our namespace is no view of the folder at all.
-    let ns = f.top().join("ns");
-    std::fs::create_dir(&ns).unwrap();
-    let script = "mount -t tmpfs none \"$1\" && mkdir \"$1/w\" && mount --bind \"$2\" \"$1/w\" \
-                  && cd \"$1/w/sub\" && exec sleep 1000";
-    let Some(mut cmd) = harness::in_mount_ns(script, &[&path_str(&ns), &path_str(&f.dir())]) else {
+    // Inside, a working directory at the folder's view there: its links read `.../ns/w/sub`,
+    // which in our namespace is no view of the folder at all.
+    let Some((ns, cmd)) = working_at_a_view_only_inside(&f, "exec sleep 1000", &[]) else {
         return;
     };
-    cmd.current_dir("/");
     let p = Outside::of(cmd, "sleep");
     // The unshare became sh (exec), which became sleep: the pid is the sleeper's.
     let link = std::fs::read_link(format!("/proc/{}/cwd", p.pid())).unwrap();
@@ -436,17 +455,13 @@ fn a_thread_left_by_its_exited_main_thread_is_read_in_its_own_namespace() {
     // As above, the folder is at `ns/w` only inside; there the main thread exits and the other
     // one works on in `ns/w/sub`. An exited main thread has no namespace left to read the
     // process's links in: its live thread still has one.
-    let ns = f.top().join("ns");
-    std::fs::create_dir(&ns).unwrap();
     let ready = f.top().join("ready");
-    let script = "mount -t tmpfs none \"$1\" && mkdir \"$1/w\" && mount --bind \"$2\" \"$1/w\" \
-                  && cd \"$1/w/sub\" && exec \"$3\" pthread-exit \"$4\"";
-    let (ns_s, dir_s, ready_s) = (path_str(&ns), path_str(&f.dir()), path_str(&ready));
-    let args = [ns_s.as_str(), &dir_s, harness::helper(), &ready_s];
-    let Some(mut cmd) = harness::in_mount_ns(script, &args) else {
+    let then = "exec \"$3\" pthread-exit \"$4\"";
+    let extra = [harness::helper(), &path_str(&ready)];
+    let Some((ns, mut cmd)) = working_at_a_view_only_inside(&f, then, &extra) else {
         return;
     };
-    let p = Outside(cmd.current_dir("/").stdin(Stdio::null()).spawn().unwrap());
+    let p = Outside(cmd.stdin(Stdio::null()).spawn().unwrap());
     let pids = harness::wait_for_pids(&ready);
     let (leader, forked) = (pids[0], pids[1]);
     assert_eq!(leader, p.pid());

@@ -73,6 +73,18 @@ impl Daemon {
     }
 }
 
+impl Daemon {
+    /// A run of `sleep 0.3` (grace 300ms) that sweeps the folder while the daemon's worker,
+    /// started beside it, works there; the worker is adopted, to be ended by pid.
+    fn swept_run(&self) -> (harness::Finished, i32, Adopted) {
+        let f = Run::new(args(&["--grace", "300ms"], self, self.child("sleep 0.3"))).finish();
+        let worker = self.worker();
+        let mut adopted = Adopted::new();
+        adopted.add(worker);
+        (f, worker, adopted)
+    }
+}
+
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.shell.kill();
@@ -109,15 +121,7 @@ fn a_worker_started_outside_the_tree_is_stopped_when_the_child_exits_and_not_wit
     let _quiet = harness::quiet();
     let dir = harness::tempdir();
     let daemon = Daemon::start(dir.path(), "write");
-    let f = Run::new(args(
-        &["--grace", "300ms"],
-        &daemon,
-        daemon.child("sleep 0.3"),
-    ))
-    .finish();
-    let worker = daemon.worker();
-    let mut adopted = Adopted::new();
-    adopted.add(worker);
+    let (f, worker, _adopted) = daemon.swept_run();
     let v = f.verdict();
     assert!(
         harness::wait_gone(worker, Duration::from_secs(10)),
@@ -153,15 +157,7 @@ fn a_signalled_worker_that_leaves_the_folder_for_a_while_is_still_stopped() {
     // between find nothing, but a process the sweep signalled is not gone while it lives.
     let dir = harness::tempdir();
     let daemon = Daemon::start(dir.path(), "leave");
-    let f = Run::new(args(
-        &["--grace", "300ms"],
-        &daemon,
-        daemon.child("sleep 0.3"),
-    ))
-    .finish();
-    let worker = daemon.worker();
-    let mut adopted = Adopted::new();
-    adopted.add(worker);
+    let (f, worker, _adopted) = daemon.swept_run();
     let v = f.verdict();
     // Gone before the verdict was written: only its zombie may wait for the daemon to reap it.
     assert!(
