@@ -175,7 +175,9 @@ impl Look<'_> {
     /// Whether descriptor `fd` of `dir`, its link read as `link`, holds a folder.
     pub(super) fn fd_is(&self, dir: &proc::Dir, fd: &str, link: &Link) -> Is {
         let by_table = self.could_hold(link);
-        if !by_table && !self.lost_fits(link) {
+        let ours = self.in_ours();
+        let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
+        if !by_table && !by_ours && !self.lost_fits(link) {
             return Is::Not;
         }
         let info = dir.fdinfo(fd);
@@ -188,8 +190,11 @@ impl Look<'_> {
                 bool_is(self.holds_by(link, Some(id), info.ino))
             }
             // A mount of ours that this process's namespace does not list (a descriptor opened
-            // before it made a namespace of its own): the path's own answer.
-            Some(id) if self.dirs.ours(id) => bool_is(by_table),
+            // before it made a namespace of its own, or kept after its namespace lost the
+            // mount): the link reads as a path of ours.
+            Some(id) if self.dirs.ours(id) => {
+                bool_is(ours.map_or(by_table, |o| o.holds_by(link, Some(id), info.ino)))
+            }
             Some(id) => self.on_lost(id, link, info.ino).unwrap_or_else(|| {
                 Is::Unknown(unknown(&format!("its descriptor {fd}"), link, id, self))
             }),

@@ -8,6 +8,7 @@ use anyhow::{anyhow, Context};
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -21,6 +22,10 @@ pub struct Dir {
     /// The folder itself, held (O_PATH) from the start: the kernel keeps its name current when
     /// it is renamed, so a scan matches the folder, not whatever now has its old name.
     held: Arc<OwnedFd>,
+    /// The mount `held` was opened through (its id, device and root), as our table showed it at
+    /// start: a descriptor's mount never changes, and once that mount is detached (`umount -l`)
+    /// the descriptor's link reads as a path from the mount's own root.
+    mount: Option<(u64, (u32, u32), PathBuf)>,
 }
 
 impl Dir {
@@ -31,6 +36,14 @@ impl Dir {
             std::fs::canonicalize(given).map_err(|e| anyhow!("{}: {}", named(), plain(&e)))?;
         if !path.is_dir() {
             return Err(anyhow!("{}: not a folder", named()));
+        }
+        // The kernel marks a link into a deleted folder with that very suffix.
+        if path.as_os_str().as_bytes().ends_with(DELETED) {
+            return Err(anyhow!(
+                "{}: a folder whose name ends in \" (deleted)\" cannot be told from a deleted \
+                 one; rename it",
+                named()
+            ));
         }
         // The descriptor names the mount the folder is reached through, which its path alone
         // does not when something is mounted over part of the way.
@@ -44,10 +57,14 @@ impl Dir {
         let ident = table
             .ident(&mounts::normalize(&path), mnt_id)
             .ok_or_else(|| anyhow!("{}: no mount of ours holds it", named()))?;
+        let mount = mnt_id
+            .and_then(|id| table.by_id(id))
+            .map(|m| (m.id, m.dev, m.root.clone()));
         Ok(Dir {
             path,
             ident,
             held: Arc::new(fd),
+            mount,
         })
     }
 
@@ -60,7 +77,22 @@ impl Dir {
             .ok()
             .and_then(|text| mounts::link_path(&text));
         let info = proc::fdinfo(&format!("self/fdinfo/{fd}"));
-        let now = link.as_ref().and_then(|l| table.ident(l, info.mnt_id));
+        let now = link
+            .as_ref()
+            .and_then(|l| match (info.mnt_id, &self.mount) {
+                // Detached since: the link is a path from that mount's root, and any table would
+                // place it in another folder (`/sub` on the root filesystem).
+                (Some(id), Some((own, dev, root))) if table.by_id(id).is_none() && id == *own => {
+                    let rest = l.path.strip_prefix("/").unwrap_or(&l.path);
+                    Some(Ident {
+                        dev: *dev,
+                        path: mounts::normalize(&root.join(rest)),
+                    })
+                }
+                // Detached, and not known: only the identity at start is sure.
+                (Some(id), _) if table.by_id(id).is_none() => None,
+                (id, _) => table.ident(l, id),
+            });
         Target {
             ident: now.unwrap_or_else(|| self.ident.clone()),
             deleted: link.is_some_and(|l| l.deleted),
@@ -68,6 +100,9 @@ impl Dir {
         }
     }
 }
+
+/// What the kernel appends to a link into something deleted.
+const DELETED: &[u8] = b" (deleted)";
 
 /// An error in words, without std's "(os error N)".
 fn plain(err: &std::io::Error) -> String {

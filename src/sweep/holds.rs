@@ -35,8 +35,8 @@ pub struct Held {
     /// The first file that could not be read, when one could not: the process may hold a folder
     /// without this look seeing it.
     pub denied: Option<String>,
-    /// Why this look may have missed something that passes (new threads kept appearing, an
-    /// io_uring ring stayed busy), when it may. The scan then proves nothing.
+    /// Why this look may have missed one of the process's threads, when it may: new ones kept
+    /// appearing. The scan then proves nothing.
     pub unsettled: Option<String>,
 }
 
@@ -63,6 +63,8 @@ impl Held {
 pub struct Look<'a> {
     pub pid: Pid,
     pub table: &'a Table,
+    /// Our own mount table (which `table` is, for a process of our namespace).
+    pub ours: &'a Table,
     pub dirs: &'a Targets,
     /// Its root link's text, already read to pick `table`.
     pub root: Option<Link>,
@@ -147,6 +149,14 @@ impl Look<'_> {
         let Some(task) = held.deny(dir.task(tid)) else {
             return;
         };
+        if read_fs && self.own_namespace(dir, &task) {
+            // Its links are in the terms of a mount table this look did not read.
+            held.denied.get_or_insert(format!(
+                "/proc/{}/task/{tid}: a thread with a mount namespace of its own, which the \
+                 sweep does not read",
+                self.pid
+            ));
+        }
         if read_fs {
             for (name, what) in [("cwd", What::Cwd), ("root", What::Root)] {
                 let path = held
@@ -159,6 +169,16 @@ impl Look<'_> {
         }
         if read_files && self.any_fd(&task, held) {
             held.add(What::Fd);
+        }
+    }
+
+    /// Whether thread `task` of the process at `dir` is in another mount namespace than the
+    /// one its links are judged in (only a thread with a working directory of its own can be:
+    /// unshare(CLONE_NEWNS) unshares it too).
+    fn own_namespace(&self, dir: &proc::Dir, task: &proc::Dir) -> bool {
+        match (dir.link("ns/mnt"), task.link("ns/mnt")) {
+            (Got::Text(process), Got::Text(thread)) => process != thread,
+            _ => false,
         }
     }
 
@@ -202,6 +222,18 @@ impl Look<'_> {
         chain.iter().any(|i| self.dirs.has(i, by))
     }
 
+    /// The same look in our own namespace's terms, for a process of another: a descriptor on a
+    /// mount of ours reads as a path of ours, whatever its own namespace lists.
+    pub(super) fn in_ours(&self) -> Option<Look<'_>> {
+        (!std::ptr::eq(self.table, self.ours)).then_some(Look {
+            pid: self.pid,
+            table: self.ours,
+            ours: self.ours,
+            dirs: self.dirs,
+            root: None,
+        })
+    }
+
     /// Whether some mount on a swept folder's device could show `link` at or below the folder:
     /// only such descriptors are worth reading `fdinfo` for.
     pub(super) fn could_hold(&self, link: &Link) -> bool {
@@ -224,16 +256,9 @@ impl Look<'_> {
             let Some(link) = mounts::link_path(&text) else {
                 // A ring's registered files may have no descriptor of their own left.
                 if uring::is_ring(&text) {
-                    match uring::files(dir, self.pid, &fd) {
-                        Ok(files) => {
-                            let files = held.deny(files);
-                            if files.is_some_and(|f| f.iter().any(|l| self.could_hold(l))) {
-                                return true;
-                            }
-                        }
-                        Err(uring::Busy(why)) => {
-                            held.unsettled.get_or_insert(why);
-                        }
+                    let files = held.deny(uring::files(dir, self.pid, &fd));
+                    if files.is_some_and(|f| f.iter().any(|l| self.could_hold(l))) {
+                        return true;
                     }
                 }
                 continue;

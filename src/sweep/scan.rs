@@ -260,6 +260,7 @@ fn link_pass(
             let look = Look {
                 pid,
                 table,
+                ours,
                 dirs,
                 root: root.clone(),
             };
@@ -344,6 +345,7 @@ impl Pass {
         let look = Look {
             pid,
             table,
+            ours,
             dirs,
             root: linked.root,
         };

@@ -26,15 +26,14 @@ pub fn is_ring(link: &[u8]) -> bool {
 
 /// Reads of a ring whose lock was busy, one right after another: a scan never sleeps (vloer-run
 /// waits only in its event loop), so the lock holder is only let run (`yield_now`) in between.
+/// A ring busy through all of them leaves the process unverified, which makes the verdict false
+/// for one started during the run, never true. (Asking the stop for another scan instead would
+/// let one ring kept busy anywhere on the machine hold every verdict false.)
 const TRIES: u32 = 8;
-
-/// A ring whose list of files the kernel withheld through every read: it was busy, which passes.
-/// The scan does not count (as one that missed a thread), and the stop scans again.
-pub struct Busy(pub String);
 
 /// The paths of the files registered with the ring at descriptor `fd` of `dir` (a process's or a
 /// thread's folder, of process `pid`). Their mount is not shown: they are judged by path alone.
-pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Result<Got<Vec<Link>>, Busy> {
+pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Got<Vec<Link>> {
     let name = format!("fdinfo/{fd}");
     for i in 0..TRIES {
         if i > 0 {
@@ -42,16 +41,16 @@ pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Result<Got<Vec<Link>>, Busy
         }
         let text = match dir.read(&name) {
             Got::Text(t) => t,
-            Got::Gone => return Ok(Got::Gone),
-            Got::Denied(why) => return Ok(Got::Denied(why)),
+            Got::Gone => return Got::Gone,
+            Got::Denied(why) => return Got::Denied(why),
         };
         match listed(&text) {
-            Listed::Paths(paths) => return Ok(Got::Text(paths)),
+            Listed::Paths(paths) => return Got::Text(paths),
             Listed::Names => {
-                return Ok(Got::Denied(format!(
+                return Got::Denied(format!(
                     "/proc/{pid}/fdinfo/{fd}: the files registered with an io_uring ring are \
                      not listed by path (an older kernel names them without one)"
-                )))
+                ))
             }
             Listed::Missing => {}
         }
@@ -59,19 +58,20 @@ pub fn files(dir: &proc::Dir, pid: Pid, fd: &str) -> Result<Got<Vec<Link>>, Busy
     withheld(pid, fd, kernel_lists_rings())
 }
 
-/// What a list withheld through every read means: a busy ring on a kernel that lists them (from
-/// 5.6), one that is never listed on an older kernel (the process is then not looked at in full).
-fn withheld(pid: Pid, fd: &str, lists: bool) -> Result<Got<Vec<Link>>, Busy> {
-    if lists {
-        return Err(Busy(format!(
-            "the io_uring ring at /proc/{pid}/fd/{fd} stayed busy through {TRIES} reads of its \
-             registered files, so no scan saw them"
-        )));
-    }
-    Ok(Got::Denied(format!(
-        "/proc/{pid}/fdinfo/{fd}: this kernel does not list the files registered with an \
-         io_uring ring (Linux 5.6 and later do)"
-    )))
+/// Why a list withheld through every read is not known: a busy ring on a kernel that lists them
+/// (from 5.6), or one that is never listed on an older kernel.
+fn withheld(pid: Pid, fd: &str, lists: bool) -> Got<Vec<Link>> {
+    Got::Denied(if lists {
+        format!(
+            "/proc/{pid}/fdinfo/{fd}: an io_uring ring stayed busy through {TRIES} reads of the \
+             files registered with it"
+        )
+    } else {
+        format!(
+            "/proc/{pid}/fdinfo/{fd}: this kernel does not list the files registered with an \
+             io_uring ring (Linux 5.6 and later do)"
+        )
+    })
 }
 
 /// Whether this kernel lists a ring's registered files in its `fdinfo`: from Linux 5.6. A release
@@ -200,10 +200,14 @@ mod tests {
     }
 
     #[test]
-    fn a_list_withheld_on_a_kernel_that_lists_rings_asks_for_another_scan() {
+    fn a_list_withheld_through_every_read_is_never_an_answer() {
         let pid = Pid::from_raw(7);
-        assert!(matches!(withheld(pid, "3", true), Err(Busy(_))));
-        assert!(matches!(withheld(pid, "3", false), Ok(Got::Denied(_))));
+        let why = |lists| match withheld(pid, "3", lists) {
+            Got::Denied(why) => why,
+            _ => panic!("a withheld list is never an answer"),
+        };
+        assert!(why(true).contains("stayed busy"));
+        assert!(why(false).contains("does not list"));
         assert_eq!(release_at_least(b"6.1.0-18-amd64", (5, 6)), Some(true));
         assert_eq!(release_at_least(b"5.6.0", (5, 6)), Some(true));
         assert_eq!(release_at_least(b"5.5.19-rt", (5, 6)), Some(false));

@@ -148,6 +148,7 @@ fn main() {
             fork_loop(ready, log, hop, fast)
         }
         ("subreaper-hop", [ready, log]) => subreaper_hop(ready, log),
+        ("thread-cwd", [how, ready]) if how == "ns" => thread_ns(ready),
         ("thread-cwd", [how, ready]) => thread_cwd(how == "unshare", ready),
         ("thread-files", [n, ready]) => thread_files(parse_count(n), ready),
         ("uring-file", [ready]) => uring_file(ready),
@@ -437,6 +438,54 @@ fn thread_cwd(unshare: bool, ready: &str) -> ! {
         libc::syscall(libc::SYS_exit, 0);
     }
     unreachable!("exit(2) returned")
+}
+
+/// A thread that makes a mount namespace of its own, binds HELPER_DIR at HELPER_VIEW in it and
+/// works there; the main thread stays in `/`.
+fn thread_ns(ready: &str) -> ! {
+    let dir = std::env::var("HELPER_DIR").unwrap_or_else(|_| die("no HELPER_DIR"));
+    let view = std::env::var("HELPER_VIEW").unwrap_or_else(|_| die("no HELPER_VIEW"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let c = |s: &str| std::ffi::CString::new(s).unwrap_or_else(|_| die("a NUL in a path"));
+        let (dir_c, view_c, root) = (c(&dir), c(&view), c("/"));
+        // SAFETY: plain integer argument; only this thread's filesystem context and mount
+        // namespace are unshared.
+        if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+            die(&format!("unshare: {}", std::io::Error::last_os_error()));
+        }
+        // SAFETY: NUL-terminated paths that outlive the calls; null type and data are allowed
+        // for a propagation change and a bind mount.
+        let (private, bind) = unsafe {
+            let flags = libc::MS_REC | libc::MS_PRIVATE;
+            let private = libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                flags,
+                std::ptr::null(),
+            );
+            let bind = libc::mount(
+                dir_c.as_ptr(),
+                view_c.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND,
+                std::ptr::null(),
+            );
+            (private, bind)
+        };
+        if private != 0 || bind != 0 {
+            die(&format!("mount: {}", std::io::Error::last_os_error()));
+        }
+        if let Err(e) = std::env::set_current_dir(&view) {
+            die(&format!("chdir: {e}"));
+        }
+        let _ = tx.send(());
+        sleep_forever()
+    });
+    let _ = rx.recv();
+    publish(ready, &[getpid()]);
+    sleep_forever()
 }
 
 fn thread_files(n: usize, ready: &str) -> ! {

@@ -445,6 +445,80 @@ fn another_mount_namespace_s_view_of_the_folder_is_the_folder() {
 }
 
 #[test]
+fn a_descriptor_kept_into_a_namespace_without_the_folder_s_mount_holds_it() {
+    let _quiet = harness::quiet();
+    if needs_root("mounting a tmpfs") {
+        return;
+    }
+    // The folder is on a filesystem of its own; a process opens a file in it, then makes a
+    // mount namespace and unmounts that filesystem there. Its namespace lists no mount of the
+    // folder's; the descriptor is on our mount, and its link reads in our terms.
+    let f = Folder::new();
+    let fs = f.top().join("fs");
+    std::fs::create_dir(&fs).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "none", &path_str(&fs)])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        skip("mount -t tmpfs does not work here");
+        return;
+    }
+    let _mounted = Mounted(fs.clone());
+    let data = fs.join("data");
+    std::fs::create_dir(&data).unwrap();
+    let inst = Instance::start(&f, &[&data]);
+    let script = "exec 3>\"$1/u\" && exec unshare --mount --propagation private sh -c \
+                  'umount -l \"$0\" && cd / && exec sleep 1000' \"$2\"";
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", script, "sh", &path_str(&data), &path_str(&fs)])
+        .current_dir("/")
+        .stdin(Stdio::null());
+    let p = Outside::of(cmd, "sleep");
+    let own_ns = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    wait_until("the holder's namespace to lose the folder's mount", || {
+        std::fs::read_link(format!("/proc/{}/ns/mnt", p.pid())).is_ok_and(|n| n != own_ns)
+            && !std::fs::read_to_string(format!("/proc/{}/mountinfo", p.pid()))
+                .unwrap_or_default()
+                .contains(&path_str(&fs))
+    });
+    assert_eq!(inst.what(p.pid()), what(&["fd"]));
+}
+
+#[test]
+fn a_thread_in_a_mount_namespace_of_its_own_is_never_taken_for_nothing() {
+    let _quiet = harness::quiet();
+    if needs_root("a mount namespace of one thread's") {
+        return;
+    }
+    // One thread makes a mount namespace of its own and works in a view of the folder there
+    // (`view`, an empty folder in ours): its link reads `.../view`, which in the process's
+    // table is no view of the folder. The sweep does not read a thread's own table: the
+    // process is unverified, never "holds nothing".
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let view = f.top().join("view");
+    std::fs::create_dir(&view).unwrap();
+    let ready = f.top().join("ready");
+    let mut cmd = Command::new(harness::helper());
+    cmd.args(["thread-cwd", "ns", &path_str(&ready)])
+        .env("HELPER_DIR", f.dir())
+        .env("HELPER_VIEW", &view)
+        .current_dir("/")
+        .stdin(Stdio::null());
+    let p = Outside(cmd.spawn().expect("the helper"));
+    assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+    let sweep = inst.sweep();
+    let entry = sweep["unverified"]
+        .as_array()
+        .and_then(|u| u.iter().find(|u| u["pid"] == p.pid()))
+        .unwrap_or_else(|| panic!("{} is not unverified: {sweep}", p.pid()));
+    let why = entry["why"].as_str().unwrap();
+    assert!(why.contains("mount namespace of its own"), "{why}");
+    assert_eq!(entry["started"], "during", "{sweep}");
+}
+
+#[test]
 fn a_thread_left_by_its_exited_main_thread_is_read_in_its_own_namespace() {
     let _quiet = harness::quiet();
     if needs_root("a mount namespace of root's") {
@@ -828,6 +902,57 @@ fn detach(pid: i32, view: &Path) {
     assert_eq!(cwd, PathBuf::from("/sub"));
     let fd = std::fs::read_link(format!("/proc/{pid}/fd/3")).unwrap();
     assert_eq!(fd, PathBuf::from("/file"));
+}
+
+#[test]
+fn a_folder_whose_name_ends_as_a_deleted_one_s_link_is_refused() {
+    let _quiet = harness::quiet();
+    // A link into a deleted folder ends in " (deleted)": such a name would make a live folder
+    // look deleted, and only deleted links would match it.
+    let f = Folder::new();
+    let odd = f.top().join("x (deleted)");
+    std::fs::create_dir(&odd).unwrap();
+    let out = Run::new(["--sweep", &path_str(&odd), "--", "true"]).finish();
+    assert_eq!(out.code(), Some(125), "{out}");
+    assert!(
+        out.stderr.contains("cannot be told from a deleted one"),
+        "{out}"
+    );
+    let fine = f.top().join("x (deleted) 2");
+    std::fs::create_dir(&fine).unwrap();
+    let out = Run::new(["--sweep", &path_str(&fine), "--", "true"]).finish();
+    assert_eq!(out.code(), Some(0), "{out}");
+}
+
+#[test]
+fn a_folder_swept_through_a_bind_mount_detached_since_is_still_that_folder() {
+    let _quiet = harness::quiet();
+    if needs_root("mount --bind") {
+        return;
+    }
+    // DIR given through a view of it (a bind mount), once as the view itself and once as a
+    // folder below it; then the view is detached. vloer-run's own hold on DIR now reads as a
+    // path from the view's root (`/`, `/sub`), which in our table is another folder: the root
+    // filesystem, or `/sub` on it.
+    let f = Folder::new();
+    let view = f.top().join("view");
+    let Some(mounted) = Mounted::bind(&f.dir(), &view) else {
+        return;
+    };
+    let inst = Instance::start(&f, &[&view, &view.join("sub")]);
+    let inside = Outside::start("exec sleep 1000", &f.dir().join("sub/deeper"), &[], "sleep");
+    let beside = Outside::start("exec sleep 1000", f.top(), &[], "sleep");
+    let cwd = |pid| inst.what(pid).is_some_and(|w| w.contains(&"cwd".into()));
+    assert!(cwd(inside.pid()));
+    drop(mounted);
+    assert!(!view.join("sub").exists(), "the view is detached");
+    let sweep = inst.sweep();
+    assert!(cwd(inside.pid()), "{sweep}");
+    assert_eq!(inst.what(beside.pid()), None, "{sweep}");
+    assert_eq!(
+        sweep["dirs"],
+        serde_json::json!([path_str(&view), path_str(&view.join("sub"))])
+    );
 }
 
 #[test]
