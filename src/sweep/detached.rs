@@ -157,15 +157,20 @@ impl Look<'_> {
         if self.holds(link, None) {
             return Is::Held;
         }
-        // Only a link that a lost mount would place in a folder is worth a descriptor.
-        if !self.lost_fits(link) {
+        // Only a link that another mount than the top one at its path would place in a folder
+        // (one stacked over the folder since, one of ours, a lost one) is worth a descriptor.
+        let ours = self.in_ours();
+        let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
+        if !self.could_hold(link) && !by_ours && !self.lost_fits(link) {
             return Is::Not;
         }
         let info = dir.link_info(name);
         match info.mnt_id {
             None | Some(0) => Is::Not,
             Some(id) if self.table.by_id(id).is_some() => bool_is(self.holds(link, Some(id))),
-            Some(id) if self.dirs.ours(id) => Is::Not,
+            Some(id) if self.dirs.ours(id) => {
+                bool_is(ours.is_some_and(|o| o.holds_by(link, Some(id), info.ino)))
+            }
             Some(id) => self.on_lost(id, link, info.ino).unwrap_or_else(|| {
                 Is::Unknown(unknown(&format!("its {}", plain(name)), link, id, self))
             }),

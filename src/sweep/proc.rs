@@ -162,7 +162,9 @@ impl Dir {
 
     /// What the link `name` (`cwd`, `root`, `exe`) points to, as seen through a descriptor of
     /// our own: the link has no `fdinfo`, ours has. Opening with O_PATH follows the link without
-    /// a lookup or an open of the filesystem's own, so a hung server is never asked.
+    /// a lookup or an open of the filesystem's own, so a hung server is never asked (NFS checks
+    /// a dentry reached through such a link, `d_weak_revalidate`, but asks its server only for
+    /// an open's intent or a forced revalidation, and O_PATH carries neither).
     pub fn link_info(&self, name: &str) -> FdInfo {
         let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
         let Ok(fd) = nix::fcntl::openat(&self.fd, name, flags, Mode::empty()) else {

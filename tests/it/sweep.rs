@@ -519,6 +519,36 @@ fn a_thread_in_a_mount_namespace_of_its_own_is_never_taken_for_nothing() {
 }
 
 #[test]
+fn a_working_directory_under_a_mount_stacked_over_the_folder_s_parent_still_holds_it() {
+    let _quiet = harness::quiet();
+    if needs_root("mounting a tmpfs") {
+        return;
+    }
+    // A process works in the folder (`work/sub`); then a filesystem is mounted over the folder
+    // above it (`work`). Its link still reads the old path, which the top mount now answers
+    // for: the mount the link was reached through tells.
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir().join("sub")]);
+    let p = Outside::start("exec sleep 1000", &f.dir().join("sub/deeper"), &[], "sleep");
+    let has_cwd = || {
+        inst.what(p.pid())
+            .is_some_and(|w| w.contains(&"cwd".into()))
+    };
+    assert!(has_cwd());
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "none", &path_str(&f.dir())])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        skip("mount -t tmpfs does not work here");
+        return;
+    }
+    let _mounted = Mounted(f.dir());
+    assert!(!f.dir().join("sub").exists(), "the folder is covered");
+    assert!(has_cwd(), "{}", inst.sweep());
+}
+
+#[test]
 fn a_thread_left_by_its_exited_main_thread_is_read_in_its_own_namespace() {
     let _quiet = harness::quiet();
     if needs_root("a mount namespace of root's") {
