@@ -30,6 +30,8 @@ pub struct Seen {
     pub dev: (u32, u32),
     /// The folder of the filesystem mounted there.
     pub root: PathBuf,
+    /// Where it is mounted, in its namespace's terms.
+    pub point: PathBuf,
     /// The process whose mountinfo showed it, when not our own.
     from: Option<i32>,
 }
@@ -44,6 +46,16 @@ impl Seen {
             path: mounts::normalize(&self.root.join(rest)),
         }
     }
+
+    /// Where `path`, in the terms of the namespace that lists this mount, lies when it is on
+    /// this mount: None when it is not below its mount point.
+    fn through(&self, path: &Path) -> Option<Ident> {
+        let rest = path.strip_prefix(&self.point).ok()?;
+        Some(Ident {
+            dev: self.dev,
+            path: mounts::normalize(&self.root.join(rest)),
+        })
+    }
 }
 
 /// The mounts seen showing a swept folder since the start, shared by every scan of the run.
@@ -54,7 +66,13 @@ impl Memory {
     /// Remembers the mounts of `tables` that show one of `dirs`. A mount id seen for another
     /// mount is forgotten: ids are reused once a mount is gone, and a detached mount is not gone
     /// while anything holds a file on it.
-    pub fn remember<'a>(&self, tables: impl IntoIterator<Item = &'a Table>, dirs: &[Target]) {
+    /// Returns whether one of them was not remembered before.
+    pub fn remember<'a>(
+        &self,
+        tables: impl IntoIterator<Item = &'a Table>,
+        dirs: &[Target],
+    ) -> bool {
+        let mut fresh = false;
         let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
         for (table, m) in tables
             .into_iter()
@@ -64,6 +82,7 @@ impl Memory {
                 id: m.id,
                 dev: m.dev,
                 root: m.root.clone(),
+                point: m.point.clone(),
                 from: table.from,
             };
             let at = seen.iter().position(|s| s.id == m.id);
@@ -77,17 +96,20 @@ impl Memory {
                         seen.remove(0);
                     }
                     seen.push(now);
+                    fresh = true;
                 }
                 (None, false) => {}
             }
         }
+        fresh
     }
 
-    /// The remembered mounts that `ours` does not list, nor the mountinfo of the process of
-    /// another namespace that showed one, read again now: a mount that is still in its
-    /// namespace (a container's view of DIR) costs the scan nothing more. One detached after
-    /// this read is missed by this scan alone: the next finds it gone.
-    pub fn lost(&self, ours: &Table) -> Vec<Seen> {
+    /// The remembered mounts that `ours` does not list, split in two by the mountinfo of the
+    /// process of another namespace that showed one, read again now: those it no longer lists
+    /// either (lost: detached, or their namespace is gone), and those it still lists (foreign:
+    /// another namespace's view of a folder, a container's). One detached after this read is
+    /// taken for foreign by this scan alone: the next finds it lost.
+    pub fn lost(&self, ours: &Table) -> (Vec<Seen>, Vec<Seen>) {
         let candidates: Vec<Seen> = {
             let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
             seen.iter()
@@ -96,16 +118,13 @@ impl Memory {
                 .collect()
         };
         let mut live: HashMap<i32, HashSet<u64>> = HashMap::new();
-        candidates
-            .into_iter()
-            .filter(|s| {
-                let Some(pid) = s.from else {
-                    return true;
-                };
-                let ids = live.entry(pid).or_insert_with(|| mount_ids(pid));
-                !ids.contains(&s.id)
-            })
-            .collect()
+        candidates.into_iter().partition(|s| {
+            let Some(pid) = s.from else {
+                return true;
+            };
+            let ids = live.entry(pid).or_insert_with(|| mount_ids(pid));
+            !ids.contains(&s.id)
+        })
     }
 }
 
@@ -161,7 +180,7 @@ impl Look<'_> {
         // (one stacked over the folder since, one of ours, a lost one) is worth a descriptor.
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
-        if !self.could_hold(link) && !by_ours && !self.lost_fits(link) {
+        if !self.could_hold(link) && !by_ours && !self.remembered_fits(link) {
             return Is::Not;
         }
         let info = dir.link_info(name);
@@ -171,7 +190,7 @@ impl Look<'_> {
             Some(id) if self.dirs.ours(id) => {
                 bool_is(ours.is_some_and(|o| o.holds_by(link, Some(id), info.ino)))
             }
-            Some(id) => self.on_lost(id, link, info.ino).unwrap_or_else(|| {
+            Some(id) => self.on_remembered(id, link, info.ino).unwrap_or_else(|| {
                 Is::Unknown(unknown(&format!("its {}", plain(name)), link, id, self))
             }),
         }
@@ -182,7 +201,7 @@ impl Look<'_> {
         let by_table = self.could_hold(link);
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
-        if !by_table && !by_ours && !self.lost_fits(link) {
+        if !by_table && !by_ours && !self.remembered_fits(link) {
             return Is::Not;
         }
         let info = dir.fdinfo(fd);
@@ -200,34 +219,52 @@ impl Look<'_> {
             Some(id) if self.dirs.ours(id) => {
                 bool_is(ours.map_or(by_table, |o| o.holds_by(link, Some(id), info.ino)))
             }
-            Some(id) => self.on_lost(id, link, info.ino).unwrap_or_else(|| {
+            Some(id) => self.on_remembered(id, link, info.ino).unwrap_or_else(|| {
                 Is::Unknown(unknown(&format!("its descriptor {fd}"), link, id, self))
             }),
         }
     }
 
-    /// Whether some lost mount that this process's table does not list either would place
-    /// `link` in a folder.
-    fn lost_fits(&self, link: &Link) -> bool {
+    /// Whether some remembered mount that this process's table does not list would place
+    /// `link` in a folder: a lost one (the link read from its root), or another namespace's (the
+    /// link read in that namespace's terms, as the kernel writes a link into a mount of a
+    /// namespace not the holder's, one opened through `/proc/PID/root`).
+    fn remembered_fits(&self, link: &Link) -> bool {
         let by = By::Link {
             deleted: link.deleted,
             ino: None,
         };
-        self.dirs
+        let unlisted = |m: &&Seen| self.table.by_id(m.id).is_none();
+        let lost = self
+            .dirs
             .lost
             .iter()
-            .filter(|m| self.table.by_id(m.id).is_none())
-            .any(|m| self.dirs.has(&m.place(link), by))
+            .filter(unlisted)
+            .map(|m| Some(m.place(link)));
+        let foreign = self
+            .dirs
+            .foreign
+            .iter()
+            .filter(unlisted)
+            .map(|m| m.through(link));
+        lost.chain(foreign)
+            .flatten()
+            .any(|at| self.dirs.has(&at, by))
     }
 
-    /// Where `link` lies when mount `id` is a lost one: None when it is not.
-    fn on_lost(&self, id: u64, link: &Link, ino: Option<u64>) -> Option<Is> {
-        let m = self.dirs.lost.iter().find(|m| m.id == id)?;
+    /// Where `link` lies when mount `id` is a remembered one: None when it is not.
+    fn on_remembered(&self, id: u64, link: &Link, ino: Option<u64>) -> Option<Is> {
         let by = By::Link {
             deleted: link.deleted,
             ino,
         };
-        Some(bool_is(self.dirs.has(&m.place(link), by)))
+        if let Some(m) = self.dirs.lost.iter().find(|m| m.id == id) {
+            return Some(bool_is(self.dirs.has(&m.place(link), by)));
+        }
+        let m = self.dirs.foreign.iter().find(|m| m.id == id)?;
+        Some(bool_is(
+            m.through(link).is_some_and(|at| self.dirs.has(&at, by)),
+        ))
     }
 }
 
@@ -285,23 +322,25 @@ mod tests {
         memory.remember([&table], &[target("/srv/data/w")]);
         let ids: Vec<u64> = memory
             .lost(&Table::default())
+            .0
             .iter()
             .map(|s| s.id)
             .collect();
         assert_eq!(ids, [22, 40]);
-        assert!(memory.lost(&table).is_empty());
+        assert!(memory.lost(&table).0.is_empty());
         // Mount 40 is gone and its id now names another mount.
         let later = Table::parse(
             b"40 22 8:1 /srv/other /x rw - ext4 /dev/sda1 rw\n",
             "/".as_ref(),
         );
         memory.remember([&later], &[target("/srv/data/w")]);
-        let lost = memory.lost(&Table::default());
+        let (lost, _) = memory.lost(&Table::default());
         assert_eq!(lost.iter().map(|s| s.id).collect::<Vec<_>>(), [22]);
         let view = Seen {
             id: 40,
             dev: (8, 1),
             root: PathBuf::from("/srv/data"),
+            point: PathBuf::from("/mnt/view"),
             from: None,
         };
         assert_eq!(view.place(Path::new("/w/f")), target("/srv/data/w/f").ident);
@@ -315,12 +354,17 @@ mod tests {
         let root = table.iter().find(|m| m.point == Path::new("/")).unwrap();
         let memory = Memory::default();
         memory.remember([&table], &[dir_of(root)]);
-        assert!(memory.lost(&Table::default()).is_empty());
+        let (lost, foreign) = memory.lost(&Table::default());
+        assert!(lost.is_empty());
+        assert!(
+            foreign.iter().any(|s| s.id == root.id),
+            "still in the namespace that showed it"
+        );
         // Shown by a process that is gone: nothing says it is still mounted.
         let gone =
             Table::parse(&text, Path::new("/")).read_from(nix::unistd::Pid::from_raw(i32::MAX));
         memory.remember([&gone], &[dir_of(root)]);
-        assert!(!memory.lost(&Table::default()).is_empty());
+        assert!(!memory.lost(&Table::default()).0.is_empty());
     }
 
     fn dir_of(m: &Mount) -> Target {

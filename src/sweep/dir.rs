@@ -1,7 +1,7 @@
 //! What a swept folder is: the path given, resolved once at start, and its filesystem identity,
 //! which follows the folder when it is renamed, and stays its last when it is deleted.
 
-use super::mounts::{self, Ident, Table};
+use super::mounts::{self, Ident, Link, Table};
 use super::proc;
 use super::target::Target;
 use anyhow::{anyhow, Context};
@@ -69,35 +69,71 @@ impl Dir {
     }
 
     /// The folder now, in our mount `table`: where it is after a rename (a deleted one keeps
-    /// its last name, and says it was deleted), or its identity at start where that cannot be
-    /// read.
-    pub fn current(&self, table: &Table) -> Target {
+    /// its last name, and says it was deleted), or its identity at start where its link cannot
+    /// be read. An error says why where is not known: then the folder matches nothing, and the
+    /// scan proves nothing.
+    pub fn current(&self, table: &Table) -> Result<Target, String> {
         let fd = self.held.as_raw_fd();
         let link = proc::link(&format!("self/fd/{fd}"))
             .ok()
             .and_then(|text| mounts::link_path(&text));
         let info = proc::fdinfo(&format!("self/fdinfo/{fd}"));
-        let now = link
-            .as_ref()
-            .and_then(|l| match (info.mnt_id, &self.mount) {
-                // Detached since: the link is a path from that mount's root, and any table would
-                // place it in another folder (`/sub` on the root filesystem).
-                (Some(id), Some((own, dev, root))) if table.by_id(id).is_none() && id == *own => {
-                    let rest = l.path.strip_prefix("/").unwrap_or(&l.path);
-                    Some(Ident {
-                        dev: *dev,
-                        path: mounts::normalize(&root.join(rest)),
-                    })
-                }
-                // Detached, and not known: only the identity at start is sure.
-                (Some(id), _) if table.by_id(id).is_none() => None,
-                (id, _) => table.ident(l, id),
-            });
-        Target {
-            ident: now.unwrap_or_else(|| self.ident.clone()),
+        let now = match &link {
+            Some(l) => Some(self.placed(l, info.mnt_id, table)?),
+            None => None,
+        };
+        let ident = now.unwrap_or_else(|| self.ident.clone());
+        // A rename never leaves the filesystem.
+        if ident.dev != self.ident.dev {
+            return Err(self.lost("its link now names another filesystem"));
+        }
+        Ok(Target {
+            ident,
             deleted: link.is_some_and(|l| l.deleted),
             ino: info.ino,
+        })
+    }
+
+    /// Where the link `l` of the held descriptor, on mount `mnt_id`, puts the folder.
+    fn placed(&self, l: &Link, mnt_id: Option<u64>, table: &Table) -> Result<Ident, String> {
+        let Some(id) = mnt_id else {
+            return table
+                .ident(l, None)
+                .ok_or_else(|| self.lost("no mount of ours holds it"));
+        };
+        if let Some(m) = table.by_id(id) {
+            // Moved out of the part of its filesystem that this mount shows (a rename out of a
+            // bind mount's folder): the kernel then writes the link as `/`, on this mount, which
+            // names the mount's own folder, not this one.
+            if !l.path.starts_with(&m.point) {
+                return Err(self.lost("it was moved out of the mount it was reached through"));
+            }
+            return table
+                .ident(l, Some(id))
+                .ok_or_else(|| self.lost("no mount of ours holds it"));
         }
+        // Detached since: the link is a path from that mount's root, and any table would place
+        // it in another folder (`/sub` on the root filesystem).
+        match &self.mount {
+            Some((own, dev, root)) if *own == id => {
+                let rest = l.path.strip_prefix("/").unwrap_or(&l.path);
+                let path = mounts::normalize(&root.join(rest));
+                // A folder moved out of the detached mount's folder reads `/` too: only the
+                // mount's own folder may be the swept one then.
+                if rest.as_os_str().is_empty() && *root != self.ident.path {
+                    return Err(self.lost("it was moved out of the mount it was reached through"));
+                }
+                Ok(Ident { dev: *dev, path })
+            }
+            _ => Err(self.lost("its mount is in no table of ours")),
+        }
+    }
+
+    fn lost(&self, why: &str) -> String {
+        format!(
+            "where the swept folder {} is cannot be told: {why}",
+            self.path.display()
+        )
     }
 }
 

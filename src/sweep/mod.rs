@@ -65,14 +65,23 @@ impl Sweep {
     /// The folders as a scan matches them, from our mount `table` as it is now; remembers the
     /// mounts in it that show a folder.
     fn targets(&self, table: &mounts::Table) -> target::Targets {
-        let dirs: Vec<_> = self.dirs.iter().map(|d| d.current(table)).collect();
-        self.mounts.remember([table], &dirs);
+        let mut lost = None;
+        let dirs: Vec<_> = self
+            .dirs
+            .iter()
+            .filter_map(|d| d.current(table).map_err(|why| lost = Some(why)).ok())
+            .collect();
+        // Our own table is read whole by every scan: a new mount in it needs no second scan.
+        let _ = self.mounts.remember([table], &dirs);
         let mut ours: Vec<u64> = table.iter().map(|m| m.id).collect();
         ours.sort_unstable();
+        let (gone, foreign) = self.mounts.lost(table);
         target::Targets {
-            lost: self.mounts.lost(table),
+            lost: gone,
+            foreign,
             dirs,
             ours,
+            unknown: lost,
         }
     }
 

@@ -43,6 +43,9 @@ pub fn scan(sweep: &Sweep) -> Scan {
     let stats = listing::stats_of(&names);
     let skip = own_line(&stats);
     let dirs = sweep.targets(&ours);
+    if let Some(why) = &dirs.unknown {
+        scan.error.get_or_insert(why.clone());
+    }
     let own_ns = proc::link("self/ns/mnt").ok();
     let mut pass = Pass {
         own_start: sweep.own_start,
@@ -58,7 +61,15 @@ pub fn scan(sweep: &Sweep) -> Scan {
             .filter(|s| !skip.contains(&s.pid))
             .collect();
         let (linked, others, slow) = inspect(&looked, own_ns.as_ref(), &ours, &dirs);
-        sweep.mounts.remember(others.values(), &dirs.dirs);
+        // A view of a folder in another namespace is known to the processes looked at after it
+        // was read: one looked at before may hold a file through it, so this scan does not count.
+        if sweep.mounts.remember(others.values(), &dirs.dirs) {
+            pass.looks_unsettled.get_or_insert(
+                "a view of a swept folder in another mount namespace was first seen while a \
+                 scan looked"
+                    .into(),
+            );
+        }
         for ((stat, linked), (cmdline, maps)) in looked.iter().zip(linked).zip(slow) {
             pass.finish(stat, linked, &ours, &others, &dirs, cmdline, maps);
         }

@@ -57,8 +57,13 @@ pub struct Targets {
     /// Mounts seen showing a folder since the start that our own table no longer lists: a
     /// descriptor whose mount id is one of them may be on a mount detached since.
     pub lost: Vec<Seen>,
+    /// Mounts seen showing a folder that another namespace still lists and ours does not: a
+    /// descriptor on one of them reads in that namespace's terms.
+    pub foreign: Vec<Seen>,
     /// The mount ids of our own table, sorted.
     pub ours: Vec<u64>,
+    /// Why a folder is left out, when one is: where it is now cannot be told.
+    pub unknown: Option<String>,
 }
 
 impl Targets {

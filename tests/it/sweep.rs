@@ -549,6 +549,46 @@ fn a_working_directory_under_a_mount_stacked_over_the_folder_s_parent_still_hold
 }
 
 #[test]
+fn a_file_opened_through_another_namespace_s_view_of_the_folder_holds_it() {
+    let _quiet = harness::quiet();
+    if needs_root("a mount namespace of root's") {
+        return;
+    }
+    // A process of another mount namespace has the folder bound at `view` (an empty folder in
+    // ours) and works elsewhere; a process of ours opens a file through that namespace's view
+    // (`/proc/PID/root/.../view/g`). Its link reads in that namespace's terms, `.../view/g`,
+    // which in its own table (ours) is no file of the folder.
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let view = f.top().join("view");
+    std::fs::create_dir(&view).unwrap();
+    let script = "mount --bind \"$2\" \"$1\" && cd / && exec sleep 1000";
+    let Some(mut cmd) = harness::in_mount_ns(script, &[&path_str(&view), &path_str(&f.dir())])
+    else {
+        return;
+    };
+    cmd.current_dir("/");
+    let x = Outside::of(cmd, "sleep");
+    let through = format!("/proc/{}/root{}/g", x.pid(), path_str(&view));
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "exec 3>\"$1\" && exec sleep 1000", "sh", &through])
+        .current_dir("/")
+        .stdin(Stdio::null());
+    let y = Outside::of(cmd, "sleep");
+    assert!(f.dir().join("g").exists(), "the file is in the folder");
+    let link = std::fs::read_link(format!("/proc/{}/fd/3", y.pid())).unwrap();
+    assert_eq!(
+        link,
+        view.join("g"),
+        "the kernel writes it in the other namespace's terms"
+    );
+    // The scan that first reads the other namespace's table does not count (a process looked
+    // at before may hold a file through its view); `status` scans again.
+    assert_eq!(inst.what(y.pid()), what(&["fd"]), "{}", inst.sweep());
+    assert_eq!(inst.what(x.pid()), None);
+}
+
+#[test]
 fn a_thread_left_by_its_exited_main_thread_is_read_in_its_own_namespace() {
     let _quiet = harness::quiet();
     if needs_root("a mount namespace of root's") {

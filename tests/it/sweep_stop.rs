@@ -926,3 +926,85 @@ fn a_worker_on_a_detached_bind_mount_of_the_folder_is_stopped() {
     assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
     assert_eq!(v["stopped"], true, "{f}");
 }
+
+#[test]
+fn a_folder_moved_out_of_the_mount_it_was_given_through_is_never_guessed() {
+    let _quiet = harness::quiet();
+    // DIR is given through a bind mount of its parent (`b` shows `t/a`), then moved elsewhere
+    // on its filesystem, out of what that mount shows. The kernel then writes vloer-run's own
+    // link to it as `/` on that mount, which names the mount's folder, not DIR: taken at its
+    // word, the whole machine would match and a bystander started during the run would be
+    // signalled. Where DIR is cannot be told: the verdict is false, and no one is signalled.
+    if !harness::is_root() {
+        harness::skip("mounting a tmpfs needs root");
+        return;
+    }
+    let dir = harness::tempdir();
+    let (t, b, by) = (
+        dir.path().join("t"),
+        dir.path().join("b"),
+        dir.path().join("by"),
+    );
+    for d in [&t, &b, &by] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let mount = |args: &[&str]| {
+        Command::new("mount")
+            .args(args)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    assert!(mount(&["-t", "tmpfs", "none", &harness::path_str(&t)]));
+    let _t = Unmount(t.clone());
+    std::fs::create_dir_all(t.join("a/work")).unwrap();
+    std::fs::create_dir(t.join("elsewhere")).unwrap();
+    assert!(mount(&[
+        "--bind",
+        &harness::path_str(&t.join("a")),
+        &harness::path_str(&b)
+    ]));
+    let _b = Unmount(b.clone());
+    let sock = harness::path_str(&dir.path().join("s"));
+    let swept = harness::path_str(&b.join("work"));
+    let run = Run::new([
+        "--sweep",
+        &swept,
+        "--control",
+        &sock,
+        "--grace",
+        "300ms",
+        "--",
+        "sleep",
+        "30",
+    ])
+    .start();
+    harness::wait_for_socket(Path::new(&sock));
+    std::thread::sleep(Duration::from_millis(30));
+    let mut bystander = Command::new("sleep")
+        .arg("30")
+        .current_dir(&by)
+        .spawn()
+        .expect("sleep");
+    let pid = bystander.id() as i32;
+    std::fs::rename(t.join("a/work"), t.join("elsewhere/work")).unwrap();
+    let _ = Run::new(["stop", "--control", &sock]).finish();
+    let f = run.finish();
+    let alive = harness::state(pid).is_some_and(|s| s != 'Z');
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    let v = f.verdict();
+    assert!(alive, "a bystander was signalled: {f}");
+    assert_eq!(v["stopped"], false, "{f}");
+    let error = v["error"].as_str().unwrap_or_default();
+    assert!(error.contains("cannot be told"), "{f}");
+    assert!(!harness::sweep_lists(&v, pid, None), "{f}");
+}
+
+/// A mount the test made, detached on drop.
+struct Unmount(PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
