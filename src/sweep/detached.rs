@@ -173,20 +173,25 @@ impl Look<'_> {
     }
 
     fn link_is(&self, dir: &proc::Dir, name: &str, link: &Link) -> Is {
-        if self.holds(link, None) {
+        // A deleted link may be into a deleted namesake of a deleted folder: its inode tells.
+        let namesake = link.deleted && self.dirs.iter().any(|d| d.deleted);
+        if !namesake && self.holds(link, None) {
             return Is::Held;
         }
         // Only a link that another mount than the top one at its path would place in a folder
         // (one stacked over the folder since, one of ours, a lost one) is worth a descriptor.
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
-        if !self.could_hold(link) && !by_ours && !self.remembered_fits(link) {
+        if !namesake && !self.could_hold(link) && !by_ours && !self.remembered_fits(link) {
             return Is::Not;
         }
         let info = dir.link_info(name);
         match info.mnt_id {
+            None if namesake => bool_is(self.holds(link, None)),
             None | Some(0) => Is::Not,
-            Some(id) if self.table.by_id(id).is_some() => bool_is(self.holds(link, Some(id))),
+            Some(id) if self.table.by_id(id).is_some() => {
+                bool_is(self.holds_by(link, Some(id), info.ino))
+            }
             Some(id) if self.dirs.ours(id) => {
                 bool_is(ours.is_some_and(|o| o.holds_by(link, Some(id), info.ino)))
             }

@@ -72,7 +72,7 @@ impl Dir {
     /// its last name, and says it was deleted), or its identity at start where its link cannot
     /// be read. An error says why where is not known: then the folder matches nothing, and the
     /// scan proves nothing.
-    pub fn current(&self, table: &Table) -> Result<Target, String> {
+    pub fn current(&self, table: &Table) -> Result<Vec<Target>, String> {
         let fd = self.held.as_raw_fd();
         let link = proc::link(&format!("self/fd/{fd}"))
             .ok()
@@ -87,11 +87,31 @@ impl Dir {
         if ident.dev != self.ident.dev {
             return Err(self.lost("its link now names another filesystem"));
         }
-        Ok(Target {
+        let mut targets = vec![Target {
             ident,
-            deleted: link.is_some_and(|l| l.deleted),
+            deleted: link.as_ref().is_some_and(|l| l.deleted),
             ino: info.ino,
-        })
+        }];
+        // A live folder renamed to a name that ends in " (deleted)" reads the same as a deleted
+        // one: both are swept (the other costs a match of a folder by that odd name, never a
+        // miss).
+        if let Some(l) = link.filter(|l| l.deleted) {
+            let mut named = l.path.into_os_string();
+            named.push(std::ffi::OsStr::from_bytes(DELETED));
+            let named = Link {
+                path: named.into(),
+                deleted: false,
+            };
+            let live = self.placed(&named, info.mnt_id, table);
+            if let Some(ident) = live.ok().filter(|i| i.dev == self.ident.dev) {
+                targets.push(Target {
+                    ident,
+                    deleted: false,
+                    ino: info.ino,
+                });
+            }
+        }
+        Ok(targets)
     }
 
     /// Where the link `l` of the held descriptor, on mount `mnt_id`, puts the folder.

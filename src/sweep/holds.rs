@@ -62,6 +62,8 @@ impl Held {
 /// One process as the scan sees it: its links' texts are in the terms of `table`.
 pub struct Look<'a> {
     pub pid: Pid,
+    /// The mount namespace its links are judged in (`table`'s), when it could be read.
+    pub ns: Option<Vec<u8>>,
     pub table: &'a Table,
     /// Our own mount table (which `table` is, for a process of our namespace).
     pub ours: &'a Table,
@@ -149,7 +151,7 @@ impl Look<'_> {
         let Some(task) = held.deny(dir.task(tid)) else {
             return;
         };
-        if read_fs && self.own_namespace(dir, &task) {
+        if read_fs && self.own_namespace(&task) {
             // Its links are in the terms of a mount table this look did not read.
             held.denied.get_or_insert(format!(
                 "/proc/{}/task/{tid}: a thread with a mount namespace of its own, which the \
@@ -172,12 +174,13 @@ impl Look<'_> {
         }
     }
 
-    /// Whether thread `task` of the process at `dir` is in another mount namespace than the
-    /// one its links are judged in (only a thread with a working directory of its own can be:
+    /// Whether thread `task` is in another mount namespace than the one the process's links are
+    /// judged in (only a thread with a working directory of its own can be:
     /// unshare(CLONE_NEWNS) unshares it too).
-    fn own_namespace(&self, dir: &proc::Dir, task: &proc::Dir) -> bool {
-        match (dir.link("ns/mnt"), task.link("ns/mnt")) {
-            (Got::Text(process), Got::Text(thread)) => process != thread,
+    fn own_namespace(&self, task: &proc::Dir) -> bool {
+        match task.link("ns/mnt") {
+            // The process's namespace could not be read: neither can be told apart.
+            Got::Text(thread) => self.ns.as_ref() != Some(&thread),
             _ => false,
         }
     }
@@ -227,6 +230,7 @@ impl Look<'_> {
     pub(super) fn in_ours(&self) -> Option<Look<'_>> {
         (!std::ptr::eq(self.table, self.ours)).then_some(Look {
             pid: self.pid,
+            ns: None,
             table: self.ours,
             ours: self.ours,
             dirs: self.dirs,
@@ -256,9 +260,23 @@ impl Look<'_> {
             let Some(link) = mounts::link_path(&text) else {
                 // A ring's registered files may have no descriptor of their own left.
                 if uring::is_ring(&text) {
-                    let files = held.deny(uring::files(dir, self.pid, &fd));
-                    if files.is_some_and(|f| f.iter().any(|l| self.could_hold(l))) {
+                    // No mount is shown for them: the top mount at the path places a file in
+                    // a folder; one that only a mount beneath it would place there may be
+                    // anywhere.
+                    let files = held
+                        .deny(uring::files(dir, self.pid, &fd))
+                        .unwrap_or_default();
+                    if files.iter().any(|l| self.holds(l, None)) {
                         return true;
+                    }
+                    if let Some(l) = files.iter().find(|l| self.could_hold(l)) {
+                        held.denied.get_or_insert(format!(
+                            "/proc/{}/fdinfo/{fd}: a file registered with an io_uring ring ({}) \
+                             lies under a mount stacked over a swept folder, and its own mount \
+                             is not shown",
+                            self.pid,
+                            l.path.display()
+                        ));
                     }
                 }
                 continue;

@@ -70,6 +70,7 @@ impl Sweep {
             .dirs
             .iter()
             .filter_map(|d| d.current(table).map_err(|why| lost = Some(why)).ok())
+            .flatten()
             .collect();
         // Our own table is read whole by every scan: a new mount in it needs no second scan.
         let _ = self.mounts.remember([table], &dirs);

@@ -240,6 +240,7 @@ fn link_pass(
             let at = live.as_ref().unwrap_or(&dir);
             let ns = take(at.link("ns/mnt"), &mut denied);
             let root = take(at.link("root"), &mut denied).and_then(|t| mounts::link_path(&t));
+            let judged_in = ns.clone();
             let (key, table) = match (ns, &root) {
                 (Some(ns), Some(root)) if Some(&ns) != own_ns => {
                     let key = (ns, root.path.clone());
@@ -270,6 +271,7 @@ fn link_pass(
             };
             let look = Look {
                 pid,
+                ns: judged_in,
                 table,
                 ours,
                 dirs,
@@ -355,6 +357,7 @@ impl Pass {
         }
         let look = Look {
             pid,
+            ns: None,
             table,
             ours,
             dirs,

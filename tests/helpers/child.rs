@@ -148,7 +148,9 @@ fn main() {
             fork_loop(ready, log, hop, fast)
         }
         ("subreaper-hop", [ready, log]) => subreaper_hop(ready, log),
-        ("thread-cwd", [how, ready]) if how == "ns" => thread_ns(ready),
+        ("thread-cwd", [how, ready]) if how == "ns" || how == "ns-leader" => {
+            thread_ns(how == "ns-leader", ready)
+        }
         ("thread-cwd", [how, ready]) => thread_cwd(how == "unshare", ready),
         ("thread-files", [n, ready]) => thread_files(parse_count(n), ready),
         ("uring-file", [ready]) => uring_file(ready),
@@ -441,8 +443,8 @@ fn thread_cwd(unshare: bool, ready: &str) -> ! {
 }
 
 /// A thread that makes a mount namespace of its own, binds HELPER_DIR at HELPER_VIEW in it and
-/// works there; the main thread stays in `/`.
-fn thread_ns(ready: &str) -> ! {
+/// works there; the main thread stays in `/`, or exits (`exit_leader`).
+fn thread_ns(exit_leader: bool, ready: &str) -> ! {
     let dir = std::env::var("HELPER_DIR").unwrap_or_else(|_| die("no HELPER_DIR"));
     let view = std::env::var("HELPER_VIEW").unwrap_or_else(|_| die("no HELPER_VIEW"));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -485,7 +487,14 @@ fn thread_ns(ready: &str) -> ! {
     });
     let _ = rx.recv();
     publish(ready, &[getpid()]);
-    sleep_forever()
+    if !exit_leader {
+        sleep_forever()
+    }
+    // SAFETY: as in `thread_cwd`: the other thread touches nothing on this thread's stack.
+    unsafe {
+        libc::syscall(libc::SYS_exit, 0);
+    }
+    unreachable!("exit(2) returned")
 }
 
 fn thread_files(n: usize, ready: &str) -> ! {

@@ -491,6 +491,14 @@ fn a_thread_in_a_mount_namespace_of_its_own_is_never_taken_for_nothing() {
     if needs_root("a mount namespace of one thread's") {
         return;
     }
+    // With the main thread alive (unverified), and once it has exited (its namespace is gone
+    // then, and the process is read in the live thread's, where the view is seen).
+    for how in ["ns", "ns-leader"] {
+        a_thread_in_a_mount_namespace_of_its_own(how);
+    }
+}
+
+fn a_thread_in_a_mount_namespace_of_its_own(how: &str) {
     // One thread makes a mount namespace of its own and works in a view of the folder there
     // (`view`, an empty folder in ours): its link reads `.../view`, which in the process's
     // table is no view of the folder. The sweep does not read a thread's own table: the
@@ -501,21 +509,30 @@ fn a_thread_in_a_mount_namespace_of_its_own_is_never_taken_for_nothing() {
     std::fs::create_dir(&view).unwrap();
     let ready = f.top().join("ready");
     let mut cmd = Command::new(harness::helper());
-    cmd.args(["thread-cwd", "ns", &path_str(&ready)])
+    cmd.args(["thread-cwd", how, &path_str(&ready)])
         .env("HELPER_DIR", f.dir())
         .env("HELPER_VIEW", &view)
         .current_dir("/")
         .stdin(Stdio::null());
     let p = Outside(cmd.spawn().expect("the helper"));
     assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+    if how == "ns-leader" {
+        wait_until("the main thread to exit", || {
+            harness::state(p.pid()) == Some('Z')
+        });
+        // Read in the live thread's namespace, which is that thread's own: its view is seen.
+        let got = inst.what(p.pid()).unwrap_or_default();
+        assert!(got.contains(&"cwd".into()), "{}", inst.sweep());
+        return;
+    }
     let sweep = inst.sweep();
     let entry = sweep["unverified"]
         .as_array()
         .and_then(|u| u.iter().find(|u| u["pid"] == p.pid()))
         .unwrap_or_else(|| panic!("{} is not unverified: {sweep}", p.pid()));
     let why = entry["why"].as_str().unwrap();
-    assert!(why.contains("mount namespace of its own"), "{why}");
-    assert_eq!(entry["started"], "during", "{sweep}");
+    assert!(why.contains("mount namespace of its own"), "{how}: {why}");
+    assert_eq!(entry["started"], "during", "{how}: {sweep}");
 }
 
 #[test]
@@ -586,6 +603,84 @@ fn a_file_opened_through_another_namespace_s_view_of_the_folder_holds_it() {
     // at before may hold a file through its view); `status` scans again.
     assert_eq!(inst.what(y.pid()), what(&["fd"]), "{}", inst.sweep());
     assert_eq!(inst.what(x.pid()), None);
+}
+
+#[test]
+fn a_folder_renamed_to_a_name_that_ends_as_a_deleted_one_s_is_still_swept() {
+    let _quiet = harness::quiet();
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let renamed = f.top().join("work (deleted)");
+    std::fs::rename(f.dir(), &renamed).unwrap();
+    let p = Outside::start("exec sleep 1000", &renamed.join("sub"), &[], "sleep");
+    let got = inst.what(p.pid()).unwrap_or_default();
+    assert!(got.contains(&"cwd".into()), "{}", inst.sweep());
+}
+
+#[test]
+fn a_deleted_namesake_of_a_deleted_folder_is_not_it() {
+    let _quiet = harness::quiet();
+    // The folder is deleted, a new one made under its name, and a process started in the new
+    // one deletes it: both links read `.../work (deleted)`; the inode tells them apart.
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let old = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
+    std::fs::remove_dir_all(f.dir()).unwrap();
+    std::fs::create_dir(f.dir()).unwrap();
+    let script = "cd \"$D\" && rmdir \"$D\" && exec sleep 1000";
+    let namesake = Outside::start(script, Path::new("/"), &[("D", &f.dir())], "sleep");
+    let link = std::fs::read_link(format!("/proc/{}/cwd", namesake.pid())).unwrap();
+    assert_eq!(
+        link,
+        PathBuf::from(format!("{} (deleted)", path_str(&f.dir())))
+    );
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(namesake.pid()), None, "{sweep}");
+    assert!(
+        inst.what(old.pid())
+            .is_some_and(|w| w.contains(&"cwd".into())),
+        "{sweep}"
+    );
+}
+
+#[test]
+fn a_ring_file_that_only_a_mount_beneath_the_top_one_places_in_the_folder_is_not_held() {
+    let _quiet = harness::quiet();
+    if needs_root("mounting a tmpfs") || harness::io_uring_refused() {
+        return;
+    }
+    // The folder is `p/d`; then a tmpfs is mounted over `p`, and a process registers a file of
+    // the tmpfs, `p/d/registered`, with a ring. A ring shows no mount for its files: by its path
+    // alone, the mount beneath would put it in the folder, the top one does not. It is not
+    // taken for a holder (which would be signalled); it is unverified.
+    let f = Folder::new();
+    let p = f.dir().join("sub");
+    let d = p.join("deeper");
+    let inst = Instance::start(&f, &[&d]);
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "none", &path_str(&p)])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        skip("mount -t tmpfs does not work here");
+        return;
+    }
+    let _mounted = Mounted(p.clone());
+    std::fs::create_dir(&d).unwrap();
+    let ready = f.top().join("ready");
+    let mut cmd = Command::new(harness::helper());
+    cmd.args(["uring-file", &path_str(&ready)])
+        .env("HELPER_DIR", &d)
+        .current_dir("/")
+        .stdin(Stdio::null());
+    let ringer = Outside(cmd.spawn().expect("the helper"));
+    assert_eq!(harness::wait_for_pids(&ready), [ringer.pid()]);
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(ringer.pid()), None, "{sweep}");
+    let unverified = sweep["unverified"].as_array().cloned().unwrap_or_default();
+    let entry = unverified.iter().find(|u| u["pid"] == ringer.pid());
+    let why = entry.and_then(|e| e["why"].as_str()).unwrap_or_default();
+    assert!(why.contains("io_uring"), "{sweep}");
 }
 
 #[test]
