@@ -211,8 +211,9 @@ impl Look<'_> {
         }
         let info = dir.fdinfo(fd);
         match info.mnt_id {
-            // No fdinfo (closed meanwhile, or none in this kernel): the path's own answer.
-            None => bool_is(by_table),
+            // No fdinfo (closed meanwhile, or no mount id in this kernel's): the top mount's
+            // answer, as the path gives it.
+            None => bool_is(self.holds(link, None)),
             // One of the kernel's own mounts (a memfd, shared memory): in no folder.
             Some(0) => Is::Not,
             Some(id) if self.table.by_id(id).is_some() => {

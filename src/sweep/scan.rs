@@ -252,9 +252,10 @@ fn link_pass(
                             }
                             // Its namespaces are dropped after its files and working directory
                             // (`exit_task_namespaces` follows `exit_files` and `exit_fs` in the
-                            // kernel's do_exit): a process that lost them while we looked is
-                            // read like one that had none, which finds what its threads hold.
-                            _ if matches!(at.link("ns/mnt"), Got::Gone) => {}
+                            // kernel's do_exit): a process that lost them while we looked, with
+                            // no live thread left, holds nothing any more.
+                            _ if matches!(at.link("ns/mnt"), Got::Gone)
+                                && live_thread(&dir).is_none() => {}
                             _ => {
                                 denied
                                     .get_or_insert(format!("/proc/{pid}/mountinfo: not readable"));

@@ -470,13 +470,16 @@ fn a_worker_started_while_the_tree_still_stops_is_found_by_the_proof_after_it() 
     let _quiet = harness::quiet();
     // The child's TERM trap takes a while to end; the folder, swept clean at the stop's start,
     // gets a new worker meanwhile. The proof is made after the tree's own stop, and finds it.
+    // (The trap's `sleep` ignores TERM, inherited: the stop signals every process of the tree,
+    // and a `sleep` that started after the first signal would get one too.)
     let dir = harness::tempdir();
     let folder = dir.path().join("w");
     std::fs::create_dir(&folder).unwrap();
     let ready = dir.path().join("ready");
     let folder_s = harness::path_str(&folder);
     let script = format!(
-        "trap 'sleep 2; exit 0' TERM; echo $$ > {r}.tmp && mv {r}.tmp {r}; sleep 30 & wait",
+        "trap 'trap \"\" TERM; sleep 2; exit 0' TERM; echo $$ > {r}.tmp && mv {r}.tmp {r}; \
+         sleep 30 & wait",
         r = harness::path_str(&ready)
     );
     let run = Run::new(["--sweep", &folder_s, "--", "sh", "-c", &script]).start();
