@@ -115,16 +115,29 @@ pub fn open(name: &str) -> io::Result<File> {
     Ok(File::from(fd))
 }
 
-/// Reads `name` under /proc whole; see `read_kept`.
+/// Reads `name` under /proc whole, until a read returns nothing: a seq_file with records longer
+/// than `SHORT` (maps, mountinfo, an io_uring ring's fdinfo) stops a read short by up to one
+/// record, so no short read ends it.
 pub fn read_file(name: &str) -> io::Result<Vec<u8>> {
-    read_kept(&open(name)?)
+    let file = open(name)?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read_at(&mut chunk, buf.len() as u64) {
+            Ok(0) => return Ok(buf),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A read that comes back more than this many bytes short of what was asked reached the end of
 /// the file: more than any one record of a seq_file (a children entry is at most 8 bytes).
 const SHORT: usize = 64;
 
-/// Reads a /proc file whole from its start, so a file kept open shows the process as it is now.
+/// Reads a /proc file whole from its start, so a file kept open shows the process as it is now;
+/// only for files whose records are at most `SHORT` bytes (stat, children, cmdline).
 /// /proc files report size 0, so a plain read loop beats std's (which would stat the file and
 /// grow its buffer from 32 bytes). The files read here (stat, children, cmdline, environ) fill a
 /// read up to the end of their text, except that a seq_file (children) stops short by less than

@@ -310,6 +310,40 @@ fn a_file_registered_with_an_io_uring_ring_holds_the_folder() {
 }
 
 #[test]
+fn a_mapping_far_down_a_long_maps_file_holds_the_folder() {
+    let _quiet = harness::quiet();
+    // maps is a seq_file whose lines are longer than a short read's slack: a read that stopped
+    // at the first short answer saw its first 4 KiB only. Python maps many libraries; its map
+    // of the file is listed among them.
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let script = "import mmap, sys, time\n\
+                  f = open(sys.argv[1], 'w+b'); f.write(b'x' * 4096); f.flush()\n\
+                  m = mmap.mmap(f.fileno(), 4096); f.close()\n\
+                  import json, decimal, ssl, sqlite3, ctypes, hashlib, zlib, bz2, lzma\n\
+                  print('ready', flush=True); time.sleep(1000)\n";
+    let mut cmd = Command::new("python3");
+    cmd.args(["-c", script, &path_str(&f.dir().join("mapped"))])
+        .current_dir("/")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped());
+    let mut p = Outside(cmd.spawn().expect("python3"));
+    let mut line = String::new();
+    let out = p.0.stdout.take().unwrap();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
+    assert_eq!(line.trim(), "ready");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", p.pid())).unwrap();
+    let at = maps.find("/mapped").expect("the map is listed");
+    assert!(
+        at > 8192,
+        "the map is listed {at} bytes in, not far enough to show the bug"
+    );
+    // (Python's mmap keeps a descriptor of its own, and the argument names the file too.)
+    let got = inst.what(p.pid()).unwrap_or_default();
+    assert!(got.contains(&"map".into()), "{}", inst.sweep());
+}
+
+#[test]
 fn a_file_backed_mapping_holds_the_folder() {
     let _quiet = harness::quiet();
     let f = Folder::new();
