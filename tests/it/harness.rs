@@ -132,6 +132,15 @@ fn reachable(program: &str, name: &str) -> String {
 /// A generous bound for anything a test waits on; these machines are noisy.
 pub const LIMIT: Duration = Duration::from_secs(60);
 
+/// A mount a test made, detached (`umount -l`) on drop.
+pub struct Mounted(pub PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
 /// Tests that read every process on the machine (the folder sweep) and tests that fork without
 /// pause take turns: a scan that keeps finding new processes proves nothing, by design, so a
 /// fork storm in another test would make a sweep test's verdict false for a reason of its own.

@@ -1,7 +1,7 @@
 //! The folder sweep as `status` shows it: each way a process holds or names DIR, identity across
 //! bind mounts, symlinks and mount namespaces, what never matches, and what cannot be looked at.
 
-use crate::harness::{self, is_root, path_str, skip, wait_until, Run, Running, AS_NOBODY};
+use crate::harness::{self, is_root, path_str, skip, wait_until, Mounted, Run, Running, AS_NOBODY};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -147,9 +147,6 @@ impl Drop for Outside {
     }
 }
 
-/// A mount the test made, detached on drop.
-struct Mounted(PathBuf);
-
 impl Mounted {
     fn bind(from: &Path, to: &Path) -> Option<Mounted> {
         std::fs::create_dir_all(to).unwrap();
@@ -162,12 +159,6 @@ impl Mounted {
             return None;
         }
         Some(Mounted(to.to_path_buf()))
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
 

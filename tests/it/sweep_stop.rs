@@ -562,21 +562,7 @@ fn stopped_by_a_shell_in_the_folder(script: &str) -> (harness::Finished, i32) {
         harness::path_str(&folder),
         harness::path_str(&folder.join("ctl")),
     );
-    let run = Run::new([
-        "--sweep",
-        &folder_s,
-        "--control",
-        &sock,
-        "--grace",
-        "300ms",
-        "--",
-        "sleep",
-        "30",
-    ])
-    .start();
-    harness::wait_for_socket(Path::new(&sock));
-    // A clock tick or more into the run: the shell started during it.
-    std::thread::sleep(Duration::from_millis(30));
+    let run = controlled_sweep(&folder_s, &sock);
     let mut shell = Command::new("sh")
         .args(["-c", script, "sh", &folder_s, harness::bin()])
         .stdout(Stdio::null())
@@ -958,7 +944,7 @@ fn a_folder_moved_out_of_the_mount_it_was_given_through_is_never_guessed() {
             .is_ok_and(|s| s.success())
     };
     assert!(mount(&["-t", "tmpfs", "none", &harness::path_str(&t)]));
-    let _t = Unmount(t.clone());
+    let _t = harness::Mounted(t.clone());
     std::fs::create_dir_all(t.join("a/work")).unwrap();
     std::fs::create_dir(t.join("elsewhere")).unwrap();
     assert!(mount(&[
@@ -966,23 +952,10 @@ fn a_folder_moved_out_of_the_mount_it_was_given_through_is_never_guessed() {
         &harness::path_str(&t.join("a")),
         &harness::path_str(&b)
     ]));
-    let _b = Unmount(b.clone());
+    let _b = harness::Mounted(b.clone());
     let sock = harness::path_str(&dir.path().join("s"));
     let swept = harness::path_str(&b.join("work"));
-    let run = Run::new([
-        "--sweep",
-        &swept,
-        "--control",
-        &sock,
-        "--grace",
-        "300ms",
-        "--",
-        "sleep",
-        "30",
-    ])
-    .start();
-    harness::wait_for_socket(Path::new(&sock));
-    std::thread::sleep(Duration::from_millis(30));
+    let run = controlled_sweep(&swept, &sock);
     let mut bystander = Command::new("sleep")
         .arg("30")
         .current_dir(&by)
@@ -1003,11 +976,22 @@ fn a_folder_moved_out_of_the_mount_it_was_given_through_is_never_guessed() {
     assert!(!harness::sweep_lists(&v, pid, None), "{f}");
 }
 
-/// A mount the test made, detached on drop.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
+/// A run of `sleep 30` (grace 300ms) that sweeps `swept` and serves `sock`, a clock tick or more
+/// old: what the test starts from now on started during it.
+fn controlled_sweep(swept: &str, sock: &str) -> harness::Running {
+    let run = Run::new([
+        "--sweep",
+        swept,
+        "--control",
+        sock,
+        "--grace",
+        "300ms",
+        "--",
+        "sleep",
+        "30",
+    ])
+    .start();
+    harness::wait_for_socket(Path::new(sock));
+    std::thread::sleep(Duration::from_millis(30));
+    run
 }
