@@ -173,21 +173,22 @@ impl Look<'_> {
     }
 
     fn link_is(&self, dir: &proc::Dir, name: &str, link: &Link) -> Is {
-        // A deleted link may be into a deleted namesake of a deleted folder: its inode tells.
-        let namesake = link.deleted && self.dirs.iter().any(|d| d.deleted);
-        if !namesake && self.holds(link, None) {
+        let seems = self.holds(link, None);
+        // A deleted link that seems to be in a folder may be into a namesake of it (one deleted
+        // since, or one the folder replaced by a rename): its inode tells.
+        if seems && !link.deleted {
             return Is::Held;
         }
         // Only a link that another mount than the top one at its path would place in a folder
         // (one stacked over the folder since, one of ours, a lost one) is worth a descriptor.
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
-        if !namesake && !self.could_hold(link) && !by_ours && !self.remembered_fits(link) {
+        if !seems && !self.could_hold(link) && !by_ours && !self.remembered_fits(link) {
             return Is::Not;
         }
         let info = dir.link_info(name);
         match info.mnt_id {
-            None if namesake => bool_is(self.holds(link, None)),
+            None if link.deleted => bool_is(seems),
             None | Some(0) => Is::Not,
             Some(id) if self.table.by_id(id).is_some() => {
                 bool_is(self.holds_by(link, Some(id), info.ino))
@@ -265,7 +266,21 @@ impl Look<'_> {
             ino,
         };
         if let Some(m) = self.dirs.lost.iter().find(|m| m.id == id) {
-            return Some(bool_is(self.dirs.has(&m.place(link), by)));
+            // An id is a mount's only while the mount lives. Once nothing holds a file on a
+            // detached mount it is freed, and a mount made and detached between two scans may
+            // take its id: what that mount's root places in a folder is not proof, unless
+            // vloer-run itself holds the mount.
+            return Some(match self.dirs.has(&m.place(link), by) {
+                true if self.dirs.pinned.contains(&id) => Is::Held,
+                true => Is::Unknown(format!(
+                    "/proc/{}: {} is on a mount (id {id}) detached (umount -l) since a scan \
+                     saw it show a swept folder; a mount made since may have taken its id, so \
+                     where it lies is not proven",
+                    self.pid,
+                    link.path.display()
+                )),
+                false => Is::Not,
+            });
         }
         let m = self.dirs.foreign.iter().find(|m| m.id == id)?;
         Some(bool_is(

@@ -68,6 +68,11 @@ impl Dir {
         })
     }
 
+    /// The mount our hold on the folder is on, when our table showed it at start.
+    pub fn mount_id(&self) -> Option<u64> {
+        self.mount.as_ref().map(|m| m.0)
+    }
+
     /// The folder now, in our mount `table`: where it is after a rename (a deleted one keeps
     /// its last name, and says it was deleted), or its identity at start where its link cannot
     /// be read. An error says why where is not known: then the folder matches nothing, and the

@@ -93,7 +93,9 @@ impl Look<'_> {
         if self.any_fd(dir, &mut held) {
             held.add(What::Fd);
         }
-        (held, cwd.map(|c| c.path))
+        // A deleted working directory names nothing: what lies at its old path now is
+        // another folder's (one that replaced it by a rename).
+        (held, cwd.filter(|c| !c.deleted).map(|c| c.path))
     }
 
     /// Adds what the other threads hold where it may differ from what was read: a thread may
@@ -194,7 +196,7 @@ impl Look<'_> {
         cmdline: Got<Vec<u8>>,
         maps: Got<Vec<u8>>,
     ) {
-        if held.deny(maps).is_some_and(|m| self.any_map(&m)) {
+        if held.deny(maps).is_some_and(|m| self.any_map(&m, held)) {
             held.add(What::Map);
         }
         if let Some(argv) = held.deny(cmdline) {
@@ -294,11 +296,14 @@ impl Look<'_> {
         false
     }
 
-    fn any_map(&self, maps: &[u8]) -> bool {
-        maps.split(|b| *b == b'\n').any(|line| {
+    fn any_map(&self, maps: &[u8], held: &mut Held) -> bool {
+        let mut twofold = None;
+        let found = maps.split(|b| *b == b'\n').any(|line| {
             // start-end perms offset major:minor inode path
             let mut f = line.splitn(6, |b| *b == b' ');
-            let (Some(dev), Some(inode), Some(path)) = (f.nth(3), f.next(), f.next()) else {
+            let (Some(range), Some(dev), Some(inode), Some(path)) =
+                (f.next(), f.nth(2), f.next(), f.next())
+            else {
                 return false;
             };
             if inode == b"0" {
@@ -308,30 +313,75 @@ impl Look<'_> {
                 return false;
             };
             let path = path.trim_ascii_start();
-            let Some(link) = mounts::link_path(path) else {
-                return false;
+            let on = |path: &[u8]| {
+                mounts::link_path(path).is_some_and(|link| {
+                    let by = By::Link {
+                        deleted: link.deleted,
+                        ino: None,
+                    };
+                    self.table
+                        .mount_on(&link, dev)
+                        .is_some_and(|m| self.within(&link, m, by))
+                })
             };
-            let by = By::Link {
-                deleted: link.deleted,
-                ino: None,
+            // The kernel writes a newline in a mapped file's name as `\012`, and a name with
+            // those four characters in it the same way: where the two readings differ, the
+            // map's own link, unescaped, tells (as root); else the map is no proof either way.
+            let Some(unescaped) = newlines(path) else {
+                return on(path);
             };
-            self.table
-                .mount_on(&link, dev)
-                .is_some_and(|m| self.within(&link, m, by))
-        })
+            match (on(path), on(&unescaped)) {
+                (true, true) => true,
+                (false, false) => false,
+                _ => match self.map_link(range, path) {
+                    Some(raw) => on(&raw),
+                    None => {
+                        twofold.get_or_insert_with(|| String::from_utf8_lossy(path).into_owned());
+                        false
+                    }
+                },
+            }
+        });
+        if let Some(name) = twofold.filter(|_| !found) {
+            held.denied.get_or_insert(format!(
+                "/proc/{}/maps: a mapped file's name ({name}) reads two ways, as a newline or \
+                 as the characters \\012, and only one of them lies in a swept folder",
+                self.pid
+            ));
+        }
+        found
     }
 
-    /// Whether an argument, made absolute against the working directory, is at or below a
-    /// swept folder.
+    /// The link text of the map at `range` (`start-end`), when it reads as `shown` once its
+    /// newlines are escaped as maps escapes them: the same file, named without ambiguity. Only
+    /// root may read these links.
+    fn map_link(&self, range: &[u8], shown: &[u8]) -> Option<Vec<u8>> {
+        let range = std::str::from_utf8(range).ok()?;
+        let raw = proc::link(&format!("{}/map_files/{range}", self.pid)).ok()?;
+        let escaped: Vec<u8> = raw
+            .iter()
+            .flat_map(|b| match b {
+                b'\n' => b"\\012".to_vec(),
+                b => vec![*b],
+            })
+            .collect();
+        (escaped == shown).then_some(raw)
+    }
+
+    /// Whether an argument, resolved as the process would resolve it, is at or below a swept
+    /// folder.
     fn names(&self, argv: &[u8], cwd: Option<&Path>) -> bool {
+        // Its root, in our terms: a process whose root cannot be read, or was deleted, names
+        // nothing that can be placed.
+        let Some(root) = self.root.as_ref().filter(|r| !r.deleted) else {
+            return false;
+        };
         argv.split(|b| *b == 0)
             .filter(|a| !a.is_empty())
             .any(|arg| {
                 let arg = Path::new(OsStr::from_bytes(arg));
-                let path = match cwd {
-                    _ if arg.is_absolute() => mounts::normalize(arg),
-                    Some(cwd) => mounts::absolute(arg, cwd),
-                    None => return false,
+                let Some(path) = resolve(arg, cwd, root) else {
+                    return false;
                 };
                 // A name, not a link: it never names a deleted folder.
                 self.table
@@ -339,6 +389,25 @@ impl Look<'_> {
                     .is_some_and(|m| self.within(&path, m, By::Name))
             })
     }
+}
+
+/// Where argument `arg` leads, in our terms: an absolute one from the process's `root` (a
+/// chroot'ed process's `/data` is its root's `data`), a relative one from its working directory
+/// `cwd`, and `..` never above the root, as the kernel resolves them.
+fn resolve(arg: &Path, cwd: Option<&Path>, root: &Path) -> Option<PathBuf> {
+    let from_root = |p: &Path| {
+        let rest = mounts::normalize(p);
+        mounts::normalize(&root.join(rest.strip_prefix("/").unwrap_or(&rest)))
+    };
+    if arg.is_absolute() {
+        return Some(from_root(arg));
+    }
+    let cwd = cwd?;
+    Some(match cwd.strip_prefix(root) {
+        Ok(inside) => from_root(&Path::new("/").join(inside).join(arg)),
+        // A working directory outside the root (chroot without chdir): `..` climbs freely.
+        Err(_) => mounts::absolute(arg, cwd),
+    })
 }
 
 /// The threads whose table of one kind (file table, or working directory and root) was read,
@@ -388,6 +457,26 @@ fn place(
     Ok(Err(lo))
 }
 
+/// `path` with each `\012` read as the newline the kernel writes that way in maps, when it has
+/// one.
+fn newlines(path: &[u8]) -> Option<Vec<u8>> {
+    const ESCAPED: &[u8] = b"\\012";
+    path.windows(ESCAPED.len()).any(|w| w == ESCAPED).then(|| {
+        let mut out = Vec::with_capacity(path.len());
+        let mut rest = path;
+        while !rest.is_empty() {
+            if rest.starts_with(ESCAPED) {
+                out.push(b'\n');
+                rest = &rest[ESCAPED.len()..];
+            } else {
+                out.push(rest[0]);
+                rest = &rest[1..];
+            }
+        }
+        out
+    })
+}
+
 fn hex_dev(text: &[u8]) -> Option<(u32, u32)> {
     let text = std::str::from_utf8(text).ok()?;
     let (a, b) = text.split_once(':')?;
@@ -400,6 +489,49 @@ fn hex_dev(text: &[u8]) -> Option<(u32, u32)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn arguments_resolve_from_the_process_s_root_and_never_climb_above_it() {
+        let at = |arg: &str, cwd: Option<&str>, root: &str| {
+            resolve(Path::new(arg), cwd.map(Path::new), Path::new(root))
+                .map(|p| p.display().to_string())
+        };
+        assert_eq!(at("/data/f", None, "/").as_deref(), Some("/data/f"));
+        assert_eq!(
+            at("/data/f", None, "/srv/jail").as_deref(),
+            Some("/srv/jail/data/f")
+        );
+        assert_eq!(
+            at("/../../etc", None, "/srv/jail").as_deref(),
+            Some("/srv/jail/etc")
+        );
+        assert_eq!(
+            at("f", None, "/"),
+            None,
+            "relative, with no working directory"
+        );
+        let cwd = Some("/srv/jail/a/b");
+        assert_eq!(
+            at("../c", cwd, "/srv/jail").as_deref(),
+            Some("/srv/jail/a/c")
+        );
+        assert_eq!(
+            at("../../../../x", cwd, "/srv/jail").as_deref(),
+            Some("/srv/jail/x")
+        );
+        assert_eq!(
+            at("../../x", Some("/tmp/a"), "/srv/jail").as_deref(),
+            Some("/x")
+        );
+        assert_eq!(at("sub", Some("/w"), "/").as_deref(), Some("/w/sub"));
+    }
+
+    #[test]
+    fn a_newline_in_a_mapped_name_is_read_back() {
+        assert_eq!(newlines(b"/w/a\\012b\\012").unwrap(), b"/w/a\nb\n");
+        assert_eq!(newlines(b"/w/a\\01b"), None);
+        assert_eq!(newlines(b"/w/plain"), None);
+    }
 
     #[test]
     fn place_finds_an_equal_item_or_where_an_unequal_one_goes() {

@@ -82,6 +82,7 @@ impl Sweep {
             foreign,
             dirs,
             ours,
+            pinned: self.dirs.iter().filter_map(|d| d.mount_id()).collect(),
             unknown: lost,
         }
     }

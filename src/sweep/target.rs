@@ -37,14 +37,16 @@ impl Target {
             return false;
         }
         match by {
+            // A deleted folder at the folder's own path, open: its inode tells the folder from
+            // a namesake, one deleted since or one the folder replaced by a rename (`mv -T`).
+            By::Link {
+                deleted: true,
+                ino: Some(ino),
+            } if *at == self.ident => self.ino.map_or(true, |own| own == ino),
             _ if !self.deleted => true,
             // A name now names whatever has it, never the deleted folder.
             By::Name => false,
             By::Link { deleted: false, .. } => false,
-            // The folder itself, open: its inode tells it from a namesake deleted since.
-            By::Link { ino: Some(ino), .. } if *at == self.ident => {
-                self.ino.map_or(true, |own| own == ino)
-            }
             By::Link { .. } => true,
         }
     }
@@ -62,6 +64,9 @@ pub struct Targets {
     pub foreign: Vec<Seen>,
     /// The mount ids of our own table, sorted.
     pub ours: Vec<u64>,
+    /// The mounts vloer-run's own hold on a folder is on: while it holds them they live, so
+    /// their ids are theirs even once they are detached.
+    pub pinned: Vec<u64>,
     /// Why a folder is left out, when one is: where it is now cannot be told.
     pub unknown: Option<String>,
 }
@@ -110,6 +115,9 @@ mod tests {
             assert!(live.has(&at("/x/dir/f"), by), "{by:?}");
             assert!(!live.has(&at("/x/dirt"), by), "{by:?}");
         }
+        // The folder the live one replaced by a rename, still open somewhere.
+        assert!(!live.has(&at("/x/dir"), link(true, Some(8))));
+        assert!(live.has(&at("/x/dir/f"), link(true, Some(8))));
         assert!(gone.has(&at("/x/dir"), link(true, None)));
         assert!(gone.has(&at("/x/dir/sub"), link(true, Some(9))));
         assert!(gone.has(&at("/x/dir"), link(true, Some(7))));

@@ -41,6 +41,9 @@
 //!                                registers it with an io_uring ring as a fixed file, closes its
 //!                                own descriptor (only the ring's is left), publishes its pid and
 //!                                sleeps
+//!   chroot JAIL READY [NAME]...  chroot(JAIL), chdir("/"), then publishes its pid to READY (a
+//!                                path in the jail's terms) and sleeps; the NAMEs are arguments
+//!                                only, read by no one but a sweep
 //!   uring-check                  exits 0 where io_uring works; 3, saying why, where the kernel
 //!                                has none or refuses it (ENOSYS, EPERM: a sysctl, a seccomp
 //!                                profile); anything else fails (2)
@@ -154,6 +157,15 @@ fn main() {
         ("thread-cwd", [how, ready]) => thread_cwd(how == "unshare", ready),
         ("thread-files", [n, ready]) => thread_files(parse_count(n), ready),
         ("uring-file", [ready]) => uring_file(ready),
+        ("chroot", [jail, ready, ..]) => {
+            if let Err(e) =
+                std::os::unix::fs::chroot(jail).and_then(|()| std::env::set_current_dir("/"))
+            {
+                die(&format!("chroot {jail}: {e}"));
+            }
+            publish(ready, &[getpid()]);
+            sleep_forever()
+        }
         ("uring-check", []) => match uring_setup() {
             Ok(_) => exit(0),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {

@@ -308,13 +308,29 @@ fn a_mapping_far_down_a_long_maps_file_holds_the_folder() {
     // of the file is listed among them.
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
-    let script = "import mmap, sys, time\n\
-                  f = open(sys.argv[1], 'w+b'); f.write(b'x' * 4096); f.flush()\n\
+    let p = mapping(&f.dir().join("mapped"));
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", p.pid())).unwrap();
+    let at = maps.find("/mapped").expect("the map is listed");
+    assert!(
+        at > 8192,
+        "the map is listed {at} bytes in, not far enough to show the bug"
+    );
+    // (Python's mmap keeps a descriptor of its own.)
+    let got = inst.what(p.pid()).unwrap_or_default();
+    assert!(got.contains(&"map".into()), "{}", inst.sweep());
+}
+
+/// A Python that maps the file `path` (named in its environment, not its arguments) among
+/// many libraries, and sleeps.
+fn mapping(path: &Path) -> Outside {
+    let script = "import mmap, os, time\n\
+                  f = open(os.environ['MAPPED'], 'w+b'); f.write(b'x' * 4096); f.flush()\n\
                   m = mmap.mmap(f.fileno(), 4096); f.close()\n\
                   import json, decimal, ssl, sqlite3, ctypes, hashlib, zlib, bz2, lzma\n\
                   print('ready', flush=True); time.sleep(1000)\n";
     let mut cmd = Command::new("python3");
-    cmd.args(["-c", script, &path_str(&f.dir().join("mapped"))])
+    cmd.args(["-c", script])
+        .env("MAPPED", path)
         .current_dir("/")
         .stdin(Stdio::null())
         .stdout(Stdio::piped());
@@ -323,15 +339,37 @@ fn a_mapping_far_down_a_long_maps_file_holds_the_folder() {
     let out = p.0.stdout.take().unwrap();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line).unwrap();
     assert_eq!(line.trim(), "ready");
-    let maps = std::fs::read_to_string(format!("/proc/{}/maps", p.pid())).unwrap();
-    let at = maps.find("/mapped").expect("the map is listed");
+    p
+}
+
+#[test]
+fn a_mapped_file_whose_name_has_a_newline_is_told_from_one_that_reads_the_same() {
+    let _quiet = harness::quiet();
+    if needs_root("reading /proc/PID/map_files") {
+        return;
+    }
+    // maps writes a newline in a name as `\012`, and the four characters `\012` as they are:
+    // the swept folder `x<newline>y` and its neighbour `x\012y` read the same there. The map's
+    // own link tells them apart.
+    let f = Folder::new();
+    let swept = f.top().join("x\ny");
+    let lookalike = f.top().join("x\\012y");
+    std::fs::create_dir(&swept).unwrap();
+    std::fs::create_dir(&lookalike).unwrap();
+    let inst = Instance::start(&f, &[&swept]);
+    let holder = mapping(&swept.join("lib"));
+    let other = mapping(&lookalike.join("lib"));
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", holder.pid())).unwrap();
+    assert!(maps.contains("x\\012y/lib"), "{maps}");
+    let sweep = inst.sweep();
+    let got = inst.what(holder.pid()).unwrap_or_default();
+    assert!(got.contains(&"map".into()), "{sweep}");
+    assert_eq!(inst.what(other.pid()), None, "{sweep}");
+    let unverified = sweep["unverified"].as_array().cloned().unwrap_or_default();
     assert!(
-        at > 8192,
-        "the map is listed {at} bytes in, not far enough to show the bug"
+        !unverified.iter().any(|u| u["pid"] == other.pid()),
+        "{sweep}"
     );
-    // (Python's mmap keeps a descriptor of its own, and the argument names the file too.)
-    let got = inst.what(p.pid()).unwrap_or_default();
-    assert!(got.contains(&"map".into()), "{}", inst.sweep());
 }
 
 #[test]
@@ -666,6 +704,77 @@ fn a_deleted_namesake_of_a_deleted_folder_is_not_it() {
             .is_some_and(|w| w.contains(&"cwd".into())),
         "{sweep}"
     );
+}
+
+#[test]
+fn a_folder_the_swept_one_replaced_by_a_rename_is_not_it() {
+    let _quiet = harness::quiet();
+    // A process works in an empty folder `b`, with a relative argument; then the swept folder
+    // is renamed onto `b` (`mv -T`), which replaces it. The process's working directory now
+    // reads `.../b (deleted)`, the swept folder's own path: the inode tells them apart, and a
+    // relative argument is resolved against no deleted folder.
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let b = f.top().join("b");
+    std::fs::create_dir(&b).unwrap();
+    // `1000` is a relative argument too: `b/1000`.
+    let replaced = Outside::start("exec sleep 1000", &b, &[], "sleep");
+    let inside = Outside::start("exec sleep 1000", &f.dir(), &[], "sleep");
+    let ok = Command::new("mv")
+        .args(["-T", &path_str(&f.dir()), &path_str(&b)])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "mv -T");
+    let link = std::fs::read_link(format!("/proc/{}/cwd", replaced.pid())).unwrap();
+    assert_eq!(link, PathBuf::from(format!("{} (deleted)", path_str(&b))));
+    let sweep = inst.sweep();
+    assert_eq!(sweep["dirs"], serde_json::json!([path_str(&f.dir())]));
+    assert_eq!(inst.what(replaced.pid()), None, "{sweep}");
+    assert!(
+        inst.what(inside.pid())
+            .is_some_and(|w| w.contains(&"cwd".into())),
+        "{sweep}"
+    );
+}
+
+#[test]
+fn a_chrooted_process_s_arguments_are_read_from_its_own_root() {
+    let _quiet = harness::quiet();
+    if needs_root("chroot") {
+        return;
+    }
+    // Two processes chroot'ed into folders beside the swept one, each naming a path in an
+    // argument. `/work/x` from a root at the folder's parent is in the folder; the folder's own
+    // full path, from a root of its own, is another folder (and `..` never climbs above it).
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let jail = f.top().join("jail");
+    std::fs::create_dir(&jail).unwrap();
+    let in_jail = |root: &Path, names: &[&str]| {
+        let ready = root.join("ready");
+        let _ = std::fs::remove_file(&ready);
+        let child = Command::new(harness::helper())
+            .args(["chroot", &path_str(root), "/ready"])
+            .args(names)
+            .current_dir("/")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("the helper");
+        let p = Outside(child);
+        assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+        p
+    };
+    let naming = in_jail(f.top(), &["/work/x"]);
+    let dir = path_str(&f.dir());
+    let climbing = format!("/../../..{dir}");
+    let beside = in_jail(&jail, &[&dir, &climbing]);
+    let sweep = inst.sweep();
+    assert_eq!(
+        inst.what(naming.pid()),
+        Some(vec!["argv".into()]),
+        "{sweep}"
+    );
+    assert_eq!(inst.what(beside.pid()), None, "{sweep}");
 }
 
 #[test]
@@ -1131,13 +1240,18 @@ fn a_folder_swept_through_a_bind_mount_detached_since_is_still_that_folder() {
     };
     let inst = Instance::start(&f, &[&view, &view.join("sub")]);
     let inside = Outside::start("exec sleep 1000", &f.dir().join("sub/deeper"), &[], "sleep");
+    // One in the folder through the view: once the view is detached, only the mount's id
+    // places it, and vloer-run's own hold on the folder keeps that id the view's.
+    let through = Outside::start("exec sleep 1000", &view.join("sub/deeper"), &[], "sleep");
     let beside = Outside::start("exec sleep 1000", f.top(), &[], "sleep");
     let cwd = |pid| inst.what(pid).is_some_and(|w| w.contains(&"cwd".into()));
     assert!(cwd(inside.pid()));
+    assert!(cwd(through.pid()));
     drop(mounted);
     assert!(!view.join("sub").exists(), "the view is detached");
     let sweep = inst.sweep();
     assert!(cwd(inside.pid()), "{sweep}");
+    assert!(cwd(through.pid()), "{sweep}");
     assert_eq!(inst.what(beside.pid()), None, "{sweep}");
     assert_eq!(
         sweep["dirs"],
@@ -1146,11 +1260,15 @@ fn a_folder_swept_through_a_bind_mount_detached_since_is_still_that_folder() {
 }
 
 #[test]
-fn a_bind_mount_of_the_folder_detached_while_held_is_still_the_folder() {
+fn a_bind_mount_of_the_folder_detached_while_held_leaves_its_holder_unverified() {
     let _quiet = harness::quiet();
     if needs_root("mount --bind in a mount namespace") {
         return;
     }
+    // A detached mount's links read from its own root, and only its id says which mount it
+    // is. Once such a mount is freed its id may be another's (one made and detached between
+    // two scans), so a file a scan places in the folder through a remembered id is no proof:
+    // its holder is unverified, never signalled, and never taken for holding nothing.
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
     let view = f.top().join("view");
@@ -1163,30 +1281,30 @@ fn a_bind_mount_of_the_folder_detached_while_held_is_still_the_folder() {
         got.contains(&"cwd".into()) && got.contains(&"fd".into()),
         "{got:?}"
     );
-    // A scan saw the mount: detached, it still shows the folder.
+    let why = |sweep: &serde_json::Value, pid: i32| {
+        let entry = sweep["unverified"]
+            .as_array()
+            .and_then(|u| u.iter().find(|u| u["pid"] == pid))
+            .unwrap_or_else(|| panic!("{pid} is not unverified: {sweep}"));
+        assert_eq!(entry["started"], "during", "{sweep}");
+        entry["why"].as_str().unwrap().to_string()
+    };
+    // A scan saw the mount: detached, it may still show the folder.
     detach(p.pid(), &view);
-    let got = holds(p.pid());
-    assert!(
-        got.contains(&"cwd".into()) && got.contains(&"fd".into()),
-        "{got:?}"
-    );
-    // One that no scan saw before it was detached: nothing tells where its files lie, and its
-    // links could lie in the folder. It was not looked at in full.
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(p.pid()), None, "{sweep}");
+    let said = why(&sweep, p.pid());
+    assert!(said.contains("not proven"), "{said}");
+    // One that no scan saw before it was detached: nothing tells where its files lie.
     let unseen_view = f.top().join("unseen");
     let Some(q) = on_a_bind_mount(&f.dir(), &unseen_view) else {
         return;
     };
     detach(q.pid(), &unseen_view);
     let sweep = inst.sweep();
-    let entry = sweep["unverified"]
-        .as_array()
-        .and_then(|u| u.iter().find(|u| u["pid"] == q.pid()))
-        .unwrap_or_else(|| panic!("{} is not unverified: {sweep}", q.pid()));
-    assert_eq!(entry["started"], "during", "{sweep}");
-    let why = entry["why"].as_str().unwrap();
-    assert!(why.contains("no mount table lists"), "{why}");
-    // The one seen before is still found, and a process beside them is neither.
-    assert!(holds(p.pid()).contains(&"fd".into()));
+    let said = why(&sweep, q.pid());
+    assert!(said.contains("no mount table lists"), "{said}");
+    // A process beside them is neither.
     let beside = Outside::start("exec sleep 1000", f.top(), &[], "sleep");
     let sweep = inst.sweep();
     assert_eq!(inst.what(beside.pid()), None, "{sweep}");

@@ -849,7 +849,8 @@ fn a_worker_on_a_detached_bind_mount_of_the_folder_is_stopped() {
     // The worker, started during the run outside its tree in a mount namespace of its own,
     // writes to a file through a bind mount of the folder, and detaches the mount (umount -l)
     // when told to stop, then writes on. Its links now read as paths from the detached mount's
-    // root, which name other files: the scans still place them in the folder.
+    // root, which name other files, and later scans cannot prove where they lie: the first scan
+    // found it, and the stop follows that process (its pidfd) to SIGKILL.
     if !harness::is_root() {
         harness::skip("mount --bind in a mount namespace needs root");
         return;
