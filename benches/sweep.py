@@ -12,7 +12,8 @@ Holders of DIR are started first (a working directory, a subfolder as working di
 file, a deleted open file, a mapped library, an argument); the check is that the scan lists every
 pid that fuser or lsof lists. Then the same with P multi-threaded bystanders (`--threaded`, each
 with T threads that share its files, working directory and root), and then with N bystanders
-holding 20 files each (beside DIR, on the same filesystem). Standard library only; prints Markdown on stdout, progress on stderr.
+holding 20 files each (beside DIR, on the same filesystem), and (as root, `--namespaced M`) with
+M bystanders each in a mount namespace of its own (`unshare -m`). Standard library only; prints Markdown on stdout, progress on stderr.
 Every process started here is killed by pid and reaped at the end.
 """
 
@@ -115,6 +116,21 @@ def threaded_bystanders(side, n, threads):
     return procs
 
 
+def namespaced_bystanders(side, n):
+    """N sleepers in `side`, each in a mount namespace of its own: a table more for the scan to
+    read and parse each."""
+    procs = [subprocess.Popen(["unshare", "-m", "--propagation", "unchanged", "sleep", "1000"], cwd=side, stdin=subprocess.DEVNULL) for _ in range(n)]
+    deadline = time.time() + 60
+    for p in procs:
+        while not os.readlink(f"/proc/{p.pid}/exe").endswith("sleep"):
+            if p.poll() is not None:
+                raise SystemExit("unshare -m failed (not root?)")
+            if time.time() > deadline:
+                raise SystemExit("namespaced bystanders did not start")
+            time.sleep(0.01)
+    return procs
+
+
 def measure(vloer, work, sock_with, sock_without, reps):
     rows = {"scan": [], "with": [], "without": [], "fuser": [], "lsof": []}
     found = {}
@@ -147,6 +163,7 @@ def main():
     ap.add_argument("--fds", type=int, default=20)
     ap.add_argument("--threaded", type=int, default=20)
     ap.add_argument("--threads", type=int, default=200)
+    ap.add_argument("--namespaced", type=int, default=0)
     a = ap.parse_args()
     for tool in ("fuser", "lsof"):
         if not shutil.which(tool):
@@ -179,6 +196,16 @@ def main():
         for p in threaded:
             p.kill()
             p.wait()
+        spaced, found_spaced, nproc_ns = None, None, 0
+        if a.namespaced:
+            ns_procs = namespaced_bystanders(side, a.namespaced)
+            started += ns_procs
+            nproc_ns = sum(1 for d in os.listdir("/proc") if d.isdigit())
+            log(f"with {a.namespaced} bystanders in mount namespaces of their own: {nproc_ns} processes, {a.reps} rounds")
+            spaced, found_spaced = measure(a.vloer, work, runs["with"], runs["without"], a.reps)
+            for p in ns_procs:
+                p.kill()
+                p.wait()
         idle = subprocess.Popen([a.helper, "idle", str(a.bystanders), str(a.fds), side], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
         started.append(idle)
         if idle.stdout.readline().strip() != b"ready":
@@ -206,7 +233,7 @@ def main():
         ("plain", nproc, plain, found_plain),
         (f"{a.threaded} bystanders × {a.threads} threads", nproc_t, many, found_many),
         (f"{a.bystanders} bystanders × {a.fds} fds", nproc2, busy, found_busy),
-    )
+    ) + (((f"{a.namespaced} bystanders in mount namespaces", nproc_ns, spaced, found_spaced),) if spaced else ())
     for label, n, r, f in rows:
         f["fuser"] -= own
         f["lsof"] -= own

@@ -104,28 +104,53 @@ impl Memory {
         fresh
     }
 
-    /// The remembered mounts that `ours` does not list, split in two by the mountinfo of the
-    /// process of another namespace that showed one, read again now: those it no longer lists
-    /// either (lost: detached, or their namespace is gone), and those it still lists (foreign:
-    /// another namespace's view of a folder, a container's). One detached after this read is
-    /// taken for foreign by this scan alone: the next finds it lost.
-    pub fn lost(&self, ours: &Table) -> (Vec<Seen>, Vec<Seen>) {
-        let candidates: Vec<Seen> = {
-            let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
-            seen.iter()
-                .filter(|s| ours.by_id(s.id).is_none())
-                .cloned()
-                .collect()
-        };
-        let mut live: HashMap<i32, HashSet<u64>> = HashMap::new();
-        candidates.into_iter().partition(|s| {
-            let Some(pid) = s.from else {
-                return true;
-            };
-            let ids = live.entry(pid).or_insert_with(|| mount_ids(pid));
-            !ids.contains(&s.id)
-        })
+    /// The remembered mounts that `ours` does not list: detached ones, and other namespaces'
+    /// views of a folder.
+    pub fn unlisted(&self, ours: &Table) -> Vec<Seen> {
+        let seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        seen.iter()
+            .filter(|s| ours.by_id(s.id).is_none())
+            .cloned()
+            .collect()
     }
+}
+
+impl Seen {
+    /// Whether the namespace that showed it lists it still (another namespace's view of a
+    /// folder, a container's), read again now; else it was detached, or its namespace is gone.
+    pub fn listed(&self) -> bool {
+        self.from
+            .is_some_and(|pid| mount_ids(pid).contains(&self.id))
+    }
+}
+
+/// The places a link may be judged against, one mount for each (its device, folder and mount
+/// point), from `unlisted`: those read from their root, as a detached mount's links are (lost),
+/// and those read in their namespace's terms (foreign). A mount at `/` reads the same either
+/// way, so only the others are looked up (each namespace made by `unshare -m` has a copy of
+/// the root mount, and a machine may have hundreds). One detached after this lookup is taken
+/// for foreign by this scan alone: the next finds it lost.
+pub fn places(unlisted: &[Seen]) -> (Vec<Seen>, Vec<Seen>) {
+    let mut listed: HashMap<i32, HashSet<u64>> = HashMap::new();
+    let (lost, foreign): (Vec<Seen>, Vec<Seen>) = unlisted.iter().cloned().partition(|s| {
+        s.point != Path::new("/")
+            && !s.from.is_some_and(|pid| {
+                listed
+                    .entry(pid)
+                    .or_insert_with(|| mount_ids(pid))
+                    .contains(&s.id)
+            })
+    });
+    (distinct(&lost), distinct(&foreign))
+}
+
+/// `seen` with one mount for each place shown (its device, folder and mount point).
+fn distinct(seen: &[Seen]) -> Vec<Seen> {
+    let mut places: HashSet<(&(u32, u32), &Path, &Path)> = HashSet::new();
+    seen.iter()
+        .filter(|s| places.insert((&s.dev, &s.root, &s.point)))
+        .cloned()
+        .collect()
 }
 
 /// The mount ids in `pid`'s mountinfo now (none when it cannot be read).
@@ -232,8 +257,8 @@ impl Look<'_> {
         }
     }
 
-    /// Whether some remembered mount that this process's table does not list would place
-    /// `link` in a folder: a lost one (the link read from its root), or another namespace's (the
+    /// Whether some remembered mount that is in no table now would place `link` in a folder: a
+    /// lost one (the link read from its root), or another namespace's (the
     /// link read in that namespace's terms, as the kernel writes a link into a mount of a
     /// namespace not the holder's, one opened through `/proc/PID/root`).
     fn remembered_fits(&self, link: &Link) -> bool {
@@ -241,19 +266,11 @@ impl Look<'_> {
             deleted: link.deleted,
             ino: None,
         };
-        let unlisted = |m: &&Seen| self.table.by_id(m.id).is_none();
-        let lost = self
-            .dirs
-            .lost
-            .iter()
-            .filter(unlisted)
-            .map(|m| Some(m.place(link)));
-        let foreign = self
-            .dirs
-            .foreign
-            .iter()
-            .filter(unlisted)
-            .map(|m| m.through(link));
+        // (One the table lists may be among them: this only tells whether fdinfo is worth a
+        // read, and the table's own mounts are judged there first.)
+        let (lost, foreign) = &self.dirs.places;
+        let lost = lost.iter().map(|m| Some(m.place(link)));
+        let foreign = foreign.iter().map(|m| m.through(link));
         lost.chain(foreign)
             .flatten()
             .any(|at| self.dirs.has(&at, by))
@@ -265,7 +282,8 @@ impl Look<'_> {
             deleted: link.deleted,
             ino,
         };
-        if let Some(m) = self.dirs.lost.iter().find(|m| m.id == id) {
+        let m = self.dirs.remembered.iter().find(|m| m.id == id)?;
+        if !m.listed() {
             // An id is a mount's only while the mount lives. Once nothing holds a file on a
             // detached mount it is freed, and a mount made and detached between two scans may
             // take its id: what that mount's root places in a folder is not proof, unless
@@ -282,7 +300,6 @@ impl Look<'_> {
                 false => Is::Not,
             });
         }
-        let m = self.dirs.foreign.iter().find(|m| m.id == id)?;
         Some(bool_is(
             m.through(link).is_some_and(|at| self.dirs.has(&at, by)),
         ))
@@ -342,21 +359,21 @@ mod tests {
         let table = Table::parse(INFO, Path::new("/"));
         memory.remember([&table], &[target("/srv/data/w")]);
         let ids: Vec<u64> = memory
-            .lost(&Table::default())
-            .0
+            .unlisted(&Table::default())
             .iter()
             .map(|s| s.id)
             .collect();
         assert_eq!(ids, [22, 40]);
-        assert!(memory.lost(&table).0.is_empty());
+        assert!(memory.unlisted(&table).is_empty());
         // Mount 40 is gone and its id now names another mount.
         let later = Table::parse(
             b"40 22 8:1 /srv/other /x rw - ext4 /dev/sda1 rw\n",
             "/".as_ref(),
         );
         memory.remember([&later], &[target("/srv/data/w")]);
-        let (lost, _) = memory.lost(&Table::default());
+        let lost = memory.unlisted(&Table::default());
         assert_eq!(lost.iter().map(|s| s.id).collect::<Vec<_>>(), [22]);
+        assert!(!lost[0].listed(), "ours, and ours lists it no more");
         let view = Seen {
             id: 40,
             dev: (8, 1),
@@ -375,17 +392,45 @@ mod tests {
         let root = table.iter().find(|m| m.point == Path::new("/")).unwrap();
         let memory = Memory::default();
         memory.remember([&table], &[dir_of(root)]);
-        let (lost, foreign) = memory.lost(&Table::default());
+        let unlisted = memory.unlisted(&Table::default());
+        let shown = unlisted.iter().find(|s| s.id == root.id).unwrap();
+        assert!(shown.listed(), "still in the namespace that showed it");
+        let (lost, foreign) = places(&unlisted);
         assert!(lost.is_empty());
-        assert!(
-            foreign.iter().any(|s| s.id == root.id),
-            "still in the namespace that showed it"
-        );
+        assert!(foreign.iter().any(|s| s.id == root.id));
         // Shown by a process that is gone: nothing says it is still mounted.
         let gone =
             Table::parse(&text, Path::new("/")).read_from(nix::unistd::Pid::from_raw(i32::MAX));
         memory.remember([&gone], &[dir_of(root)]);
-        assert!(!memory.lost(&Table::default()).0.is_empty());
+        let unlisted = memory.unlisted(&Table::default());
+        assert!(!unlisted.iter().any(|s| s.listed()));
+    }
+
+    #[test]
+    fn each_place_is_judged_against_once() {
+        let memory = Memory::default();
+        let copies = b"\
+22 1 8:1 / / rw - ext4 /dev/sda1 rw
+40 22 8:1 /srv/data /mnt/view rw - ext4 /dev/sda1 rw
+";
+        let gone = nix::unistd::Pid::from_raw(i32::MAX);
+        let mut tables: Vec<Table> = Vec::new();
+        for n in 0..3u64 {
+            let text = String::from_utf8_lossy(copies)
+                .replace("22 ", &format!("{} ", 22 + 100 * n))
+                .replace("40 ", &format!("{} ", 40 + 100 * n));
+            tables.push(Table::parse(text.as_bytes(), Path::new("/")).read_from(gone));
+        }
+        memory.remember(tables.iter(), &[target("/srv/data/w")]);
+        let unlisted = memory.unlisted(&Table::default());
+        assert_eq!(unlisted.len(), 6);
+        // The views at /mnt/view are listed by no live process: lost; the root mounts read the
+        // same either way.
+        let (lost, foreign) = places(&unlisted);
+        assert_eq!(lost.len(), 1, "{lost:?}");
+        assert_eq!(lost[0].point, Path::new("/mnt/view"));
+        assert_eq!(foreign.len(), 1, "{foreign:?}");
+        assert_eq!(foreign[0].point, Path::new("/"));
     }
 
     fn dir_of(m: &Mount) -> Target {

@@ -76,10 +76,10 @@ impl Sweep {
         let _ = self.mounts.remember([table], &dirs);
         let mut ours: Vec<u64> = table.iter().map(|m| m.id).collect();
         ours.sort_unstable();
-        let (gone, foreign) = self.mounts.lost(table);
+        let remembered = self.mounts.unlisted(table);
         target::Targets {
-            lost: gone,
-            foreign,
+            places: detached::places(&remembered),
+            remembered,
             dirs,
             ours,
             pinned: self.dirs.iter().filter_map(|d| d.mount_id()).collect(),

@@ -56,12 +56,13 @@ impl Target {
 #[derive(Clone, Debug, Default)]
 pub struct Targets {
     pub dirs: Vec<Target>,
-    /// Mounts seen showing a folder since the start that our own table no longer lists: a
-    /// descriptor whose mount id is one of them may be on a mount detached since.
-    pub lost: Vec<Seen>,
-    /// Mounts seen showing a folder that another namespace still lists and ours does not: a
-    /// descriptor on one of them reads in that namespace's terms.
-    pub foreign: Vec<Seen>,
+    /// Mounts seen showing a folder since the start that our own table does not list: a
+    /// descriptor whose mount id is one of them is on another namespace's view of a folder, or
+    /// on a mount detached since.
+    pub remembered: Vec<Seen>,
+    /// Those with one mount for each place they show, lost and foreign (see
+    /// `detached::places`): what a link is placed against.
+    pub places: (Vec<Seen>, Vec<Seen>),
     /// The mount ids of our own table, sorted.
     pub ours: Vec<u64>,
     /// The mounts vloer-run's own hold on a folder is on: while it holds them they live, so
