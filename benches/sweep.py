@@ -188,24 +188,21 @@ def main():
         nproc = sum(1 for d in os.listdir("/proc") if d.isdigit())
         log(f"plain: {nproc} processes, {a.reps} rounds")
         plain, found_plain = measure(a.vloer, work, runs["with"], runs["without"], a.reps)
-        threaded = threaded_bystanders(side, a.threaded, a.threads)
-        started += threaded
-        nproc_t = sum(1 for d in os.listdir("/proc") if d.isdigit())
-        log(f"with {a.threaded} bystanders of {a.threads} threads: {nproc_t} processes, {a.reps} rounds")
-        many, found_many = measure(a.vloer, work, runs["with"], runs["without"], a.reps)
-        for p in threaded:
-            p.kill()
-            p.wait()
-        spaced, found_spaced, nproc_ns = None, None, 0
-        if a.namespaced:
-            ns_procs = namespaced_bystanders(side, a.namespaced)
-            started += ns_procs
-            nproc_ns = sum(1 for d in os.listdir("/proc") if d.isdigit())
-            log(f"with {a.namespaced} bystanders in mount namespaces of their own: {nproc_ns} processes, {a.reps} rounds")
-            spaced, found_spaced = measure(a.vloer, work, runs["with"], runs["without"], a.reps)
-            for p in ns_procs:
+        def among(procs, what):
+            """Measures with `procs` running, then stops them."""
+            started.extend(procs)
+            n = sum(1 for d in os.listdir("/proc") if d.isdigit())
+            log(f"with {what}: {n} processes, {a.reps} rounds")
+            got = measure(a.vloer, work, runs["with"], runs["without"], a.reps)
+            for p in procs:
                 p.kill()
                 p.wait()
+            return n, *got
+
+        nproc_t, many, found_many = among(threaded_bystanders(side, a.threaded, a.threads), f"{a.threaded} bystanders of {a.threads} threads")
+        spaced, found_spaced, nproc_ns = None, None, 0
+        if a.namespaced:
+            nproc_ns, spaced, found_spaced = among(namespaced_bystanders(side, a.namespaced), f"{a.namespaced} bystanders in mount namespaces of their own")
         idle = subprocess.Popen([a.helper, "idle", str(a.bystanders), str(a.fds), side], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/")
         started.append(idle)
         if idle.stdout.readline().strip() != b"ready":
