@@ -214,16 +214,8 @@ impl Look<'_> {
         let info = dir.link_info(name);
         match info.mnt_id {
             None if link.deleted => bool_is(seems),
-            None | Some(0) => Is::Not,
-            Some(id) if self.table.by_id(id).is_some() => {
-                bool_is(self.holds_by(link, Some(id), info.ino))
-            }
-            Some(id) if self.dirs.ours(id) => {
-                bool_is(ours.is_some_and(|o| o.holds_by(link, Some(id), info.ino)))
-            }
-            Some(id) => self.on_remembered(id, link, info.ino).unwrap_or_else(|| {
-                Is::Unknown(unknown(&format!("its {}", plain(name)), link, id, self))
-            }),
+            None => Is::Not,
+            Some(id) => self.by_mount(id, link, info.ino, || format!("its {}", plain(name))),
         }
     }
 
@@ -240,20 +232,32 @@ impl Look<'_> {
             // No fdinfo (closed meanwhile, or no mount id in this kernel's): the top mount's
             // answer, as the path gives it.
             None => bool_is(self.holds(link, None)),
+            Some(id) => self.by_mount(id, link, info.ino, || format!("its descriptor {fd}")),
+        }
+    }
+
+    /// Where `link` lies, reached through mount `id` (`what` names the link in words).
+    pub(super) fn by_mount(
+        &self,
+        id: u64,
+        link: &Link,
+        ino: Option<u64>,
+        what: impl FnOnce() -> String,
+    ) -> Is {
+        match id {
             // One of the kernel's own mounts (a memfd, shared memory): in no folder.
-            Some(0) => Is::Not,
-            Some(id) if self.table.by_id(id).is_some() => {
-                bool_is(self.holds_by(link, Some(id), info.ino))
-            }
-            // A mount of ours that this process's namespace does not list (a descriptor opened
+            0 => Is::Not,
+            id if self.table.by_id(id).is_some() => bool_is(self.holds_by(link, Some(id), ino)),
+            // A mount of ours that this process's namespace does not list (a file opened
             // before it made a namespace of its own, or kept after its namespace lost the
             // mount): the link reads as a path of ours.
-            Some(id) if self.dirs.ours(id) => {
-                bool_is(ours.map_or(by_table, |o| o.holds_by(link, Some(id), info.ino)))
-            }
-            Some(id) => self.on_remembered(id, link, info.ino).unwrap_or_else(|| {
-                Is::Unknown(unknown(&format!("its descriptor {fd}"), link, id, self))
-            }),
+            id if self.dirs.ours(id) => bool_is(
+                self.in_ours()
+                    .is_some_and(|o| o.holds_by(link, Some(id), ino)),
+            ),
+            id => self
+                .on_remembered(id, link, ino)
+                .unwrap_or_else(|| Is::Unknown(unknown(&what(), link, id, self))),
         }
     }
 

@@ -3,6 +3,7 @@
 
 use super::detached::Is;
 use super::listing::{self, Seen, TASK_RELISTS};
+use super::maps::Places;
 use super::mounts::{self, Link, Mount, Table};
 use super::proc::{self, Got};
 use super::target::{By, Targets};
@@ -195,8 +196,12 @@ impl Look<'_> {
         cwd: Option<&Path>,
         cmdline: Got<Vec<u8>>,
         maps: Got<Vec<u8>>,
+        places: &Places,
     ) {
-        if held.deny(maps).is_some_and(|m| self.any_map(&m, held)) {
+        if held
+            .deny(maps)
+            .is_some_and(|m| self.any_map(&m, places, held))
+        {
             held.add(What::Map);
         }
         if let Some(argv) = held.deny(cmdline) {
@@ -222,7 +227,7 @@ impl Look<'_> {
     }
 
     /// Whether `path` on `mount`, or a mount point it lies under, is at or below a swept folder.
-    fn within(&self, path: &Path, mount: &Mount, by: By) -> bool {
+    pub(super) fn within(&self, path: &Path, mount: &Mount, by: By) -> bool {
         let chain = self.table.chain(path, mount);
         chain.iter().any(|i| self.dirs.has(i, by))
     }
@@ -294,78 +299,6 @@ impl Look<'_> {
             }
         }
         false
-    }
-
-    fn any_map(&self, maps: &[u8], held: &mut Held) -> bool {
-        let mut twofold = None;
-        let found = maps.split(|b| *b == b'\n').any(|line| {
-            // start-end perms offset major:minor inode path
-            let mut f = line.splitn(6, |b| *b == b' ');
-            let (Some(range), Some(dev), Some(inode), Some(path)) =
-                (f.next(), f.nth(2), f.next(), f.next())
-            else {
-                return false;
-            };
-            if inode == b"0" {
-                return false;
-            }
-            let Some(dev) = hex_dev(dev) else {
-                return false;
-            };
-            let path = path.trim_ascii_start();
-            let on = |path: &[u8]| {
-                mounts::link_path(path).is_some_and(|link| {
-                    let by = By::Link {
-                        deleted: link.deleted,
-                        ino: None,
-                    };
-                    self.table
-                        .mount_on(&link, dev)
-                        .is_some_and(|m| self.within(&link, m, by))
-                })
-            };
-            // The kernel writes a newline in a mapped file's name as `\012`, and a name with
-            // those four characters in it the same way: where the two readings differ, the
-            // map's own link, unescaped, tells (as root); else the map is no proof either way.
-            let Some(unescaped) = newlines(path) else {
-                return on(path);
-            };
-            match (on(path), on(&unescaped)) {
-                (true, true) => true,
-                (false, false) => false,
-                _ => match self.map_link(range, path) {
-                    Some(raw) => on(&raw),
-                    None => {
-                        twofold.get_or_insert_with(|| String::from_utf8_lossy(path).into_owned());
-                        false
-                    }
-                },
-            }
-        });
-        if let Some(name) = twofold.filter(|_| !found) {
-            held.denied.get_or_insert(format!(
-                "/proc/{}/maps: a mapped file's name ({name}) reads two ways, as a newline or \
-                 as the characters \\012, and only one of them lies in a swept folder",
-                self.pid
-            ));
-        }
-        found
-    }
-
-    /// The link text of the map at `range` (`start-end`), when it reads as `shown` once its
-    /// newlines are escaped as maps escapes them: the same file, named without ambiguity. Only
-    /// root may read these links.
-    fn map_link(&self, range: &[u8], shown: &[u8]) -> Option<Vec<u8>> {
-        let range = std::str::from_utf8(range).ok()?;
-        let raw = proc::link(&format!("{}/map_files/{range}", self.pid)).ok()?;
-        let escaped: Vec<u8> = raw
-            .iter()
-            .flat_map(|b| match b {
-                b'\n' => b"\\012".to_vec(),
-                b => vec![*b],
-            })
-            .collect();
-        (escaped == shown).then_some(raw)
     }
 
     /// Whether an argument, resolved as the process would resolve it, is at or below a swept
@@ -457,35 +390,6 @@ fn place(
     Ok(Err(lo))
 }
 
-/// `path` with each `\012` read as the newline the kernel writes that way in maps, when it has
-/// one.
-fn newlines(path: &[u8]) -> Option<Vec<u8>> {
-    const ESCAPED: &[u8] = b"\\012";
-    path.windows(ESCAPED.len()).any(|w| w == ESCAPED).then(|| {
-        let mut out = Vec::with_capacity(path.len());
-        let mut rest = path;
-        while !rest.is_empty() {
-            if rest.starts_with(ESCAPED) {
-                out.push(b'\n');
-                rest = &rest[ESCAPED.len()..];
-            } else {
-                out.push(rest[0]);
-                rest = &rest[1..];
-            }
-        }
-        out
-    })
-}
-
-fn hex_dev(text: &[u8]) -> Option<(u32, u32)> {
-    let text = std::str::from_utf8(text).ok()?;
-    let (a, b) = text.split_once(':')?;
-    Some((
-        u32::from_str_radix(a, 16).ok()?,
-        u32::from_str_radix(b, 16).ok()?,
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -524,13 +428,6 @@ mod tests {
             Some("/x")
         );
         assert_eq!(at("sub", Some("/w"), "/").as_deref(), Some("/w/sub"));
-    }
-
-    #[test]
-    fn a_newline_in_a_mapped_name_is_read_back() {
-        assert_eq!(newlines(b"/w/a\\012b\\012").unwrap(), b"/w/a\nb\n");
-        assert_eq!(newlines(b"/w/a\\01b"), None);
-        assert_eq!(newlines(b"/w/plain"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod detached;
 mod dir;
 mod holds;
 mod listing;
+mod maps;
 mod mounts;
 mod pids;
 mod proc;

@@ -207,6 +207,18 @@ impl Dir {
     }
 }
 
+/// Where the link or path `name` (`42/map_files/RANGE`, or an absolute path) leads: the mount
+/// and inode that the `fdinfo` of a descriptor of our own (O_PATH, see `Dir::link_info`) gives,
+/// and that descriptor's link text (its name, a newline in it unescaped).
+pub fn reached(name: &str) -> io::Result<(FdInfo, Vec<u8>)> {
+    let root = files::root().map_err(|e| io::Error::other(e.0))?;
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+    let fd = nix::fcntl::openat(root, name, flags, Mode::empty())?;
+    let info = FdInfo::of(read(&format!("self/fdinfo/{}", fd.as_raw_fd())).ok());
+    let raw = nix::fcntl::readlinkat(root, format!("self/fd/{}", fd.as_raw_fd()).as_str())?;
+    Ok((info, raw.into_encoded_bytes()))
+}
+
 /// What the `fdinfo` file `name` says.
 pub fn fdinfo(name: &str) -> FdInfo {
     FdInfo::of(read(name).ok())

@@ -3,6 +3,7 @@
 
 use super::holds::{Held, Look};
 use super::listing::{self, Seen, RELISTS};
+use super::maps::Places;
 use super::mounts::{self, Table};
 use super::pids::Mark;
 use super::proc::{self, Got, Stat};
@@ -51,6 +52,7 @@ pub fn scan(sweep: &Sweep) -> Scan {
         own_start: sweep.own_start,
         scan,
         looks_unsettled: None,
+        places: Places::default(),
     };
     let mut batch = stats;
     let mut settled = false;
@@ -326,6 +328,8 @@ struct Pass {
     scan: Scan,
     /// Why a look at a process may have missed something that passes (see `Held::unsettled`).
     looks_unsettled: Option<String>,
+    /// Where the mapped files looked up so far lie.
+    places: Places,
 }
 
 impl Pass {
@@ -365,7 +369,13 @@ impl Pass {
             root: linked.root,
         };
         let mut held = linked.held;
-        look.slow(&mut held, linked.cwd.as_deref(), cmdline, maps);
+        look.slow(
+            &mut held,
+            linked.cwd.as_deref(),
+            cmdline,
+            maps,
+            &self.places,
+        );
         let denied = linked.denied.or(held.denied);
         if held.what.is_empty() {
             return self.unverified(stat, denied);

@@ -37,8 +37,11 @@ impl Target {
             return false;
         }
         match by {
-            // A deleted folder at the folder's own path, open: its inode tells the folder from
-            // a namesake, one deleted since or one the folder replaced by a rename (`mv -T`).
+            // A deleted folder at a live folder's own path is another folder, one the folder
+            // replaced by a rename (`mv -T`): the folder's own name is not deleted.
+            By::Link { deleted: true, .. } if *at == self.ident && !self.deleted => false,
+            // At a deleted folder's path, its inode tells the folder from a namesake deleted
+            // since.
             By::Link {
                 deleted: true,
                 ino: Some(ino),
@@ -116,8 +119,10 @@ mod tests {
             assert!(live.has(&at("/x/dir/f"), by), "{by:?}");
             assert!(!live.has(&at("/x/dirt"), by), "{by:?}");
         }
-        // The folder the live one replaced by a rename, still open somewhere.
+        // The folder the live one replaced by a rename, still open somewhere (an io_uring
+        // ring's registered file shows no inode).
         assert!(!live.has(&at("/x/dir"), link(true, Some(8))));
+        assert!(!live.has(&at("/x/dir"), link(true, None)));
         assert!(live.has(&at("/x/dir/f"), link(true, Some(8))));
         assert!(gone.has(&at("/x/dir"), link(true, None)));
         assert!(gone.has(&at("/x/dir/sub"), link(true, Some(9))));

@@ -44,6 +44,10 @@
 //!   chroot JAIL READY [NAME]...  chroot(JAIL), chdir("/"), then publishes its pid to READY (a
 //!                                path in the jail's terms) and sleeps; the NAMEs are arguments
 //!                                only, read by no one but a sweep
+//!   map FILE [DROP] READY        maps a page of FILE (shared), closes its descriptor, goes to
+//!                                `/`; with DROP, then makes a mount namespace of its own (as
+//!                                root) and detaches DROP there; publishes its pid and sleeps:
+//!                                only the map holds FILE
 //!   uring-check                  exits 0 where io_uring works; 3, saying why, where the kernel
 //!                                has none or refuses it (ENOSYS, EPERM: a sysctl, a seccomp
 //!                                profile); anything else fails (2)
@@ -166,6 +170,8 @@ fn main() {
             publish(ready, &[getpid()]);
             sleep_forever()
         }
+        ("map", [file, ready]) => map_only(file, ready, None),
+        ("map", [file, dropped, ready]) => map_only(file, ready, Some(dropped)),
         ("uring-check", []) => match uring_setup() {
             Ok(_) => exit(0),
             Err(e) if matches!(e.raw_os_error(), Some(libc::ENOSYS | libc::EPERM)) => {
@@ -636,6 +642,56 @@ fn pid_cycle(n: usize, ready: &str) -> ! {
 }
 
 /// A new io_uring ring with 4 entries, not mapped: registering files needs no more.
+/// Maps `file` (shared, a page), closes its descriptor and leaves for `/`: the map is all that
+/// holds it. Then, given `drop`, its own mount namespace stops listing that mount.
+fn map_only(file: &str, ready: &str, dropped: Option<&String>) -> ! {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(file)
+        .unwrap_or_else(|e| die(&format!("open {file}: {e}")));
+    // SAFETY: a fresh shared map of an open file's first page, never unmapped or touched.
+    let at = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    if at == libc::MAP_FAILED {
+        die(&format!("mmap {file}: {}", std::io::Error::last_os_error()));
+    }
+    drop(f);
+    std::env::set_current_dir("/").unwrap_or_else(|e| die(&format!("cd /: {e}")));
+    if let Some(point) = dropped {
+        let c = CString::new(point.as_str()).unwrap();
+        let root = CString::new("/").unwrap();
+        // SAFETY: plain syscalls on valid NUL-terminated strings; no memory is shared.
+        let failed = unsafe {
+            libc::unshare(libc::CLONE_NEWNS) != 0
+                || libc::mount(
+                    std::ptr::null(),
+                    root.as_ptr(),
+                    std::ptr::null(),
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) != 0
+                || libc::umount2(c.as_ptr(), libc::MNT_DETACH) != 0
+        };
+        if failed {
+            die(&format!(
+                "unshare, umount {point}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    publish(ready, &[getpid()]);
+    sleep_forever()
+}
+
 fn uring_setup() -> std::io::Result<OwnedFd> {
     // struct io_uring_params: 120 bytes, all zero asks for the defaults; the kernel fills in
     // the ring's offsets, which are not needed here.

@@ -1314,3 +1314,101 @@ fn a_bind_mount_of_the_folder_detached_while_held_leaves_its_holder_unverified()
         "{sweep}"
     );
 }
+
+/// Starts the helper mapping `file` in a mount namespace of its own, after `setup` (a shell
+/// line, `$1` the file) ran there, and waits until it is ready.
+fn mapping_in_a_namespace(f: &Folder, setup: &str, file: &Path) -> Option<Outside> {
+    let ready = f.top().join("ready-ns");
+    let script = format!("{setup} && exec \"$2\" map \"$1\" \"$3\"");
+    let mut cmd = harness::in_mount_ns(
+        &script,
+        &[&path_str(file), harness::helper(), &path_str(&ready)],
+    )?;
+    cmd.current_dir("/").stdin(Stdio::null());
+    let p = Outside(cmd.spawn().expect("the helper"));
+    assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+    Some(p)
+}
+
+fn unverified_why(sweep: &serde_json::Value, pid: i32) -> Option<String> {
+    let unverified = sweep["unverified"].as_array()?;
+    let entry = unverified.iter().find(|u| u["pid"] == pid)?;
+    entry["why"].as_str().map(str::to_string)
+}
+
+#[test]
+fn a_file_mapped_through_a_bind_mount_detached_before_any_scan_is_not_taken_for_nothing() {
+    let _quiet = harness::quiet();
+    if needs_root("mount --bind in a mount namespace") {
+        return;
+    }
+    // Its map reads `/mapped`, from the detached mount's own root: a name that no table places
+    // in the folder. The mount the file was mapped through, which no table lists and no scan
+    // saw, leaves its holder unverified. A file mapped beside the folder is neither.
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let file = f.dir().join("mapped");
+    std::fs::write(&file, [0u8; 4096]).unwrap();
+    let view = f.top().join("view");
+    std::fs::create_dir_all(&view).unwrap();
+    let setup = format!("mount --bind {} {}", path_str(&f.dir()), path_str(&view));
+    let Some(p) = mapping_in_a_namespace(&f, &setup, &view.join("mapped")) else {
+        return;
+    };
+    let umount = Command::new("nsenter")
+        .args([
+            "-t",
+            &p.pid().to_string(),
+            "-m",
+            "umount",
+            "-l",
+            &path_str(&view),
+        ])
+        .status();
+    assert!(umount.is_ok_and(|s| s.success()), "umount -l the view");
+    let maps = std::fs::read_to_string(format!("/proc/{}/maps", p.pid())).unwrap();
+    assert!(maps.lines().any(|l| l.ends_with(" /mapped")), "{maps}");
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(p.pid()), None, "{sweep}");
+    let why = unverified_why(&sweep, p.pid()).unwrap_or_else(|| panic!("{sweep}"));
+    assert!(why.contains("no mount table lists"), "{why}");
+    let other = f.top().join("beside");
+    std::fs::write(&other, [0u8; 4096]).unwrap();
+    let beside = Outside::helper(&f, &["map", &path_str(&other)]);
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(beside.pid()), None, "{sweep}");
+    assert_eq!(unverified_why(&sweep, beside.pid()), None, "{sweep}");
+}
+
+#[test]
+fn a_file_mapped_through_a_mount_of_ours_that_its_namespace_dropped_holds_the_folder() {
+    let _quiet = harness::quiet();
+    if needs_root("mounting a tmpfs") {
+        return;
+    }
+    // The folder is on a tmpfs of ours; a process maps a file there, then makes a namespace
+    // of its own, which unmounts the tmpfs. Its map reads as a path of ours, which its own
+    // table does not place on the tmpfs: the mount the file was mapped through, ours, does.
+    let f = Folder::new();
+    let t = f.top().join("t");
+    std::fs::create_dir(&t).unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "none", &path_str(&t)])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        skip("mount -t tmpfs does not work here");
+        return;
+    }
+    let _mounted = Mounted(t.clone());
+    let d = t.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let file = d.join("mapped");
+    std::fs::write(&file, [0u8; 4096]).unwrap();
+    let inst = Instance::start(&f, &[&d]);
+    let p = Outside::helper(&f, &["map", &path_str(&file), &path_str(&t)]);
+    let theirs = std::fs::read_to_string(format!("/proc/{}/mountinfo", p.pid())).unwrap();
+    assert!(!theirs.contains(&path_str(&t)), "{theirs}");
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(p.pid()), what(&["map"]), "{sweep}");
+}

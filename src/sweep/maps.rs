@@ -1,0 +1,253 @@
+//! File-backed maps. A line of `maps` gives the mapped file's device and inode, and its path as
+//! the kernel writes a link: from the mount's own root for a detached mount, in our terms for a
+//! mount of ours that the process's namespace does not list. So a map on a swept folder's
+//! device is placed by the mount it was mapped through: `map_files` names it (as root); else
+//! the mount at its path does, when the file there is the mapped one. Each file is looked up
+//! once per scan (see `Places`), on the reader thread: opening a `map_files` link takes the
+//! process's memory lock.
+
+use super::detached::Is;
+use super::holds::{Held, Look};
+use super::mounts;
+use super::proc;
+use super::target::By;
+use crate::slowread;
+use std::cell::RefCell;
+use std::collections::{HashMap, HashSet};
+use std::io;
+
+/// One file-backed line of `maps`.
+struct Line<'a> {
+    range: &'a [u8],
+    dev: (u32, u32),
+    ino: u64,
+    /// The name as `maps` writes it (a newline as `\012`).
+    path: &'a [u8],
+}
+
+fn lines(maps: &[u8]) -> impl Iterator<Item = Line<'_>> {
+    maps.split(|b| *b == b'\n').filter_map(|line| {
+        // start-end perms offset major:minor inode path
+        let mut f = line.splitn(6, |b| *b == b' ');
+        let (Some(range), Some(dev), Some(ino), Some(path)) =
+            (f.next(), f.nth(2), f.next(), f.next())
+        else {
+            return None;
+        };
+        let ino = std::str::from_utf8(ino).ok()?.parse().ok()?;
+        let path = path.trim_ascii_start();
+        (ino != 0 && path.first() == Some(&b'/')).then_some(Line {
+            range,
+            dev: hex_dev(dev)?,
+            ino,
+            path,
+        })
+    })
+}
+
+/// Where a mapped file was found: the mount it was reached through, and its name read without
+/// escapes.
+type Found = Option<(u64, Vec<u8>)>;
+
+/// What one scan learned of the mapped files on the folders' devices, by device and inode:
+/// whether the file lies in a folder, once a mount that a table lists placed it. An inode lies
+/// where it lies whichever process maps it, and through whatever mount (a file linked twice
+/// aside), so each is looked up once per scan, not once per process or namespace.
+#[derive(Default)]
+pub struct Places(RefCell<HashMap<Inode, bool>>);
+
+/// A file's device and inode number.
+type Inode = ((u32, u32), u64);
+
+impl Look<'_> {
+    /// Whether a mapped file lies in a folder; a map that cannot be placed leaves `held` denied.
+    pub(super) fn any_map(&self, maps: &[u8], places: &Places, held: &mut Held) -> bool {
+        let mut asked: Vec<Line> = Vec::new();
+        {
+            let known = places.0.borrow();
+            let mut once = HashSet::new();
+            for l in lines(maps).filter(|l| self.dirs.iter().any(|d| d.ident.dev == l.dev)) {
+                match known.get(&(l.dev, l.ino)) {
+                    Some(true) => return true,
+                    Some(false) => {}
+                    None if once.insert((l.dev, l.ino)) => asked.push(l),
+                    None => {}
+                }
+            }
+        }
+        let reads = asked.iter().map(|l| self.lookup(l)).collect();
+        let answers = slowread::read_all(reads);
+        for (l, answer) in asked.iter().zip(answers) {
+            let found = decode(answer);
+            let proven = found
+                .as_ref()
+                .is_some_and(|(id, _)| self.table.by_id(*id).is_some() || self.dirs.ours(*id));
+            let is = self.map_is(l, found);
+            if proven {
+                let inside = matches!(is, Is::Held);
+                places.0.borrow_mut().insert((l.dev, l.ino), inside);
+            }
+            match is {
+                Is::Held => return true,
+                Is::Not => {}
+                Is::Unknown(why) => {
+                    held.denied.get_or_insert(why);
+                }
+            }
+        }
+        false
+    }
+
+    /// Finds the mount of the file `l` maps, on the reader thread: through `map_files` (root
+    /// only), else through its path when the file there has the mapped inode.
+    fn lookup(&self, l: &Line) -> slowread::Read {
+        let through = format!(
+            "{}/map_files/{}",
+            self.pid,
+            String::from_utf8_lossy(l.range)
+        );
+        // The path is in the terms of the table it is judged in: ours from our root, another
+        // namespace's from the root of a process that shows that namespace's whole table.
+        let named = mounts::link_path(l.path)
+            .filter(|link| !link.deleted)
+            .and_then(|link| match self.table.from {
+                None => Some(link.path.display().to_string()),
+                Some(from) if self.root.as_ref().is_some_and(|r| r.as_os_str() == "/") => {
+                    Some(format!("{from}/root{}", link.path.display()))
+                }
+                Some(_) => None,
+            });
+        let ino = l.ino;
+        Box::new(move || {
+            let found = proc::reached(&through).or_else(|e| {
+                let named = named.ok_or(e)?;
+                let (info, raw) = proc::reached(&named)?;
+                match info.ino == Some(ino) {
+                    true => Ok((info, raw)),
+                    false => Err(io::Error::other("another file")),
+                }
+            })?;
+            let id = found.0.mnt_id.ok_or(io::Error::other("no mount id"))?;
+            let mut out = id.to_string().into_bytes();
+            out.push(0);
+            out.extend(found.1);
+            Ok(out)
+        })
+    }
+
+    /// Where the map `l` lies: by the mount it was `found` through, else by its name alone.
+    fn map_is(&self, l: &Line, found: Found) -> Is {
+        if let Some((id, raw)) = found {
+            return match mounts::link_path(&raw) {
+                Some(link) => self.by_mount(id, &link, Some(l.ino), || "a mapped file".into()),
+                None => Is::Not,
+            };
+        }
+        let by_name = |path: &[u8]| {
+            mounts::link_path(path).is_some_and(|link| {
+                let by = By::Link {
+                    deleted: link.deleted,
+                    ino: Some(l.ino),
+                };
+                self.table
+                    .mount_on(&link, l.dev)
+                    .is_some_and(|m| self.within(&link, m, by))
+            })
+        };
+        let shown = String::from_utf8_lossy(l.path);
+        // The kernel writes a newline in a name as `\012`, and a name with those four
+        // characters in it the same way.
+        let twofold = newlines(l.path).map(|n| by_name(&n));
+        match (by_name(l.path), twofold) {
+            (true, None | Some(true)) => Is::Held,
+            (false, Some(true)) | (true, Some(false)) => Is::Unknown(format!(
+                "/proc/{}/maps: a mapped file's name ({shown}) reads two ways, as a newline or \
+                 as the characters \\012, and only one of them lies in a swept folder",
+                self.pid
+            )),
+            // Unplaced, its name is all there is: only a deleted file's is taken as it reads
+            // (a run that is not root cannot ask where one lies, and a file that a package
+            // update replaced while mapped is one).
+            _ if mounts::link_path(l.path).is_some_and(|k| k.deleted) => Is::Not,
+            _ => Is::Unknown(format!(
+                "/proc/{}/maps: a mapped file ({shown}) on a swept folder's device is not the \
+                 file at its name, and where it lies cannot be read (map_files needs root)",
+                self.pid
+            )),
+        }
+    }
+}
+
+/// A lookup's answer, as `lookup` encodes it: the mount id, then the name.
+fn decode(answer: io::Result<Vec<u8>>) -> Found {
+    let answer = answer.ok()?;
+    let at = answer.iter().position(|b| *b == 0)?;
+    let id = std::str::from_utf8(&answer[..at]).ok()?.parse().ok()?;
+    Some((id, answer[at + 1..].to_vec()))
+}
+
+/// `path` with each `\012` read as the newline the kernel writes that way in maps, when it has
+/// one.
+fn newlines(path: &[u8]) -> Option<Vec<u8>> {
+    const ESCAPED: &[u8] = b"\\012";
+    path.windows(ESCAPED.len()).any(|w| w == ESCAPED).then(|| {
+        let mut out = Vec::with_capacity(path.len());
+        let mut rest = path;
+        while !rest.is_empty() {
+            if rest.starts_with(ESCAPED) {
+                out.push(b'\n');
+                rest = &rest[ESCAPED.len()..];
+            } else {
+                out.push(rest[0]);
+                rest = &rest[1..];
+            }
+        }
+        out
+    })
+}
+
+fn hex_dev(text: &[u8]) -> Option<(u32, u32)> {
+    let text = std::str::from_utf8(text).ok()?;
+    let (a, b) = text.split_once(':')?;
+    Some((
+        u32::from_str_radix(a, 16).ok()?,
+        u32::from_str_radix(b, 16).ok()?,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_newline_in_a_mapped_name_is_read_back() {
+        assert_eq!(newlines(b"/w/a\\012b\\012").unwrap(), b"/w/a\nb\n");
+        assert_eq!(newlines(b"/w/a\\01b"), None);
+        assert_eq!(newlines(b"/w/plain"), None);
+    }
+
+    #[test]
+    fn only_file_backed_lines_are_read() {
+        let maps = b"\
+55d0-55d1 r--p 00000000 08:01 1234 /usr/bin/sleep
+7ff0-7ff1 rw-p 00000000 00:00 0 \n\
+7ff2-7ff3 rw-p 00000000 00:00 0                          [heap]
+7ff4-7ff5 r--p 00000000 00:2a 77                         /w/a b (deleted)
+";
+        let got: Vec<_> = lines(maps)
+            .map(|l| (l.dev, l.ino, String::from_utf8_lossy(l.path).into_owned()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ((8, 1), 1234, "/usr/bin/sleep".to_string()),
+                ((0, 0x2a), 77, "/w/a b (deleted)".to_string())
+            ]
+        );
+        assert_eq!(
+            decode(Ok(b"42\0/w/f".to_vec())),
+            Some((42, b"/w/f".to_vec()))
+        );
+        assert_eq!(decode(Ok(b"x\0/w/f".to_vec())), None);
+    }
+}
