@@ -208,7 +208,8 @@ impl Look<'_> {
         // (one stacked over the folder since, one of ours, a lost one) is worth a descriptor.
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
-        if !seems && !self.could_hold(link) && !by_ours && !self.remembered_fits(link) {
+        let by_text = seems || self.could_hold(link) || by_ours || self.remembered_fits(link);
+        if !by_text && self.table.whole {
             return Is::Not;
         }
         let info = dir.link_info(name);
@@ -224,7 +225,8 @@ impl Look<'_> {
         let by_table = self.could_hold(link);
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
-        if !by_table && !by_ours && !self.remembered_fits(link) {
+        // A table that does not show every mount leaves every path to its mount id.
+        if !by_table && !by_ours && !self.remembered_fits(link) && self.table.whole {
             return Is::Not;
         }
         let info = dir.fdinfo(fd);
@@ -327,6 +329,15 @@ fn plain(name: &str) -> &str {
 }
 
 fn unknown(what: &str, link: &Link, id: u64, look: &Look) -> String {
+    if !look.table.whole {
+        return format!(
+            "/proc/{}: {what} ({}) is on a mount (id {id}) that no table read shows: the \
+             process is chroot'ed in a mount namespace of its own, whose mountinfo shows only \
+             the mounts below its root",
+            look.pid,
+            link.path.display()
+        );
+    }
     format!(
         "/proc/{}: {what} ({}) is on a mount (id {id}) that no mount table lists and no scan \
          saw, one detached (umount -l) since: where it lies is unknown",

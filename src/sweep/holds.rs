@@ -207,6 +207,12 @@ impl Look<'_> {
         if let Some(argv) = held.deny(cmdline) {
             if self.names(&argv, cwd) {
                 held.add(What::Argv);
+            } else if self.unplaced_root() {
+                held.denied.get_or_insert(format!(
+                    "/proc/{}: chroot'ed in a mount namespace of its own, whose mountinfo shows \
+                     no mount its root is on: what its arguments name cannot be placed",
+                    self.pid
+                ));
             }
         }
     }
@@ -299,6 +305,16 @@ impl Look<'_> {
             }
         }
         false
+    }
+
+    /// Whether the process's root is on no mount its table shows (a chroot'ed process of
+    /// another namespace, whose table shows only the mounts below its root).
+    fn unplaced_root(&self) -> bool {
+        !self.table.whole
+            && self
+                .root
+                .as_ref()
+                .is_some_and(|r| self.table.mount_of(r, None).is_none())
     }
 
     /// Whether an argument, resolved as the process would resolve it, is at or below a swept

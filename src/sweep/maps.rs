@@ -107,12 +107,12 @@ impl Look<'_> {
             String::from_utf8_lossy(l.range)
         );
         // The path is in the terms of the table it is judged in: ours from our root, another
-        // namespace's from the root of a process that shows that namespace's whole table.
+        // namespace's from the root of the process that showed its whole table.
         let named = mounts::link_path(l.path)
             .filter(|link| !link.deleted)
             .and_then(|link| match self.table.from {
                 None => Some(link.path.display().to_string()),
-                Some(from) if self.root.as_ref().is_some_and(|r| r.as_os_str() == "/") => {
+                Some(from) if self.table.whole => {
                     Some(format!("{from}/root{}", link.path.display()))
                 }
                 Some(_) => None,

@@ -40,6 +40,9 @@ pub struct Table {
     mounts: Vec<Mount>,
     /// The process whose mountinfo it is, when not our own.
     pub from: Option<i32>,
+    /// Read from a process whose root is its namespace's: every mount is shown. A process
+    /// chroot'ed elsewhere is shown only the mounts below its root.
+    pub whole: bool,
 }
 
 impl Table {
@@ -50,7 +53,11 @@ impl Table {
             .split(|b| *b == b'\n')
             .filter_map(|line| parse_line(line, base))
             .collect();
-        Table { mounts, from: None }
+        Table {
+            mounts,
+            from: None,
+            whole: base == Path::new("/"),
+        }
     }
 
     /// The table, as read from `pid`'s mountinfo.

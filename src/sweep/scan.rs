@@ -21,6 +21,9 @@ const BATCH: usize = 128;
 /// As many processes as are read on the scan's own thread, without the link threads.
 const FEW: usize = 32;
 
+/// How far up a chroot'ed process's ancestors a whole table of its namespace is looked for.
+const ANCESTORS: usize = 8;
+
 pub fn scan(sweep: &Sweep) -> Scan {
     let mut scan = Scan::default();
     let ours = match proc::read("self/mountinfo") {
@@ -245,7 +248,20 @@ fn link_pass(
             let judged_in = ns.clone();
             let (key, table) = match (ns, &root) {
                 (Some(ns), Some(root)) if Some(&ns) != own_ns => {
-                    let key = (ns, root.path.clone());
+                    // A process chroot'ed in a namespace of its own is shown only the mounts
+                    // below its root: the whole table, where another process showed it, places
+                    // what it holds outside.
+                    let whole = (ns.clone(), PathBuf::from("/"));
+                    let chrooted = root.path != Path::new("/");
+                    if chrooted && !others.contains_key(&whole) {
+                        if let Some(t) = shown_whole(&ns, stat.ppid) {
+                            others.insert(whole.clone(), t);
+                        }
+                    }
+                    let key = match chrooted && others.contains_key(&whole) {
+                        true => whole,
+                        false => (ns, root.path.clone()),
+                    };
                     if !others.contains_key(&key) {
                         match at.read("mountinfo") {
                             Got::Text(text) => {
@@ -307,6 +323,25 @@ fn link_pass(
         })
         .collect();
     (linked, others)
+}
+
+/// The whole mount table of namespace `ns`, from the nearest of the ancestors from `pid` on
+/// that are in it with its root as theirs (a chroot'ed daemon's parent, a container's shell).
+fn shown_whole(ns: &[u8], mut pid: Pid) -> Option<Table> {
+    for _ in 0..ANCESTORS {
+        if pid.as_raw() <= 0 || proc::link(&format!("{pid}/ns/mnt")).ok()? != ns {
+            return None;
+        }
+        if proc::link(&format!("{pid}/root")).ok()? == b"/" {
+            let text = proc::read(&format!("{pid}/mountinfo")).ok()?;
+            return Some(Table::parse(&text, Path::new("/")).read_from(pid));
+        }
+        pid = proc::read(&format!("{pid}/stat"))
+            .ok()
+            .and_then(|b| proc::stat(&b))?
+            .ppid;
+    }
+    None
 }
 
 /// Where the main thread already exited (and with it dropped its namespaces) while others run,

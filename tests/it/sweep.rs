@@ -1412,3 +1412,68 @@ fn a_file_mapped_through_a_mount_of_ours_that_its_namespace_dropped_holds_the_fo
     let sweep = inst.sweep();
     assert_eq!(inst.what(p.pid()), what(&["map"]), "{sweep}");
 }
+
+#[test]
+fn a_process_chroot_ed_in_a_namespace_of_its_own_is_placed_by_the_whole_table_of_it() {
+    let _quiet = harness::quiet();
+    if needs_root("chroot in a mount namespace") {
+        return;
+    }
+    // In a namespace of its own, the folder is bind-mounted at `view` (an empty folder in
+    // ours) and a process chroot'ed into `view/jail`: its links read `view/jail`, which our
+    // table does not place in the folder, and its own mountinfo shows no mount at all (none is
+    // below its root). The shell it was started from shows the whole table, which places it
+    // in the folder; one jailed beside the folder holds nothing. With no such shell, nothing
+    // places its links: unverified, never "holds nothing".
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let jailed = |jail: &Path, ready: &Path, script: &str| -> Option<(Outside, i32)> {
+        let view = f.top().join("view");
+        std::fs::create_dir_all(&view).unwrap();
+        std::fs::create_dir_all(ready.parent().unwrap()).unwrap();
+        let args = [
+            harness::helper(),
+            &path_str(jail),
+            &path_str(&f.dir()),
+            &path_str(&view),
+        ];
+        let mut cmd = harness::in_mount_ns(script, &args)?;
+        cmd.current_dir("/").stdin(Stdio::null());
+        let p = Outside(cmd.spawn().expect("the helper"));
+        let pid = harness::wait_for_pids(ready)[0];
+        let theirs = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+        assert_eq!(theirs, "", "a jail on no mount of its own shows no mount");
+        Some((p, pid))
+    };
+    let bound = "mount --bind \"$3\" \"$4\" && ";
+    let view_jail = f.top().join("view/jail");
+    let under_a_shell = format!("{bound}{{ \"$1\" chroot \"$2\" /ready & wait; }}");
+    let Some((_inside, inside)) = jailed(&view_jail, &f.dir().join("jail/ready"), &under_a_shell)
+    else {
+        return;
+    };
+    let beside_jail = f.top().join("jail");
+    let (_beside, beside) = jailed(
+        &beside_jail,
+        &beside_jail.join("ready"),
+        "\"$1\" chroot \"$2\" /ready & wait",
+    )
+    .unwrap();
+    let (_alone, alone) = jailed(
+        &f.top().join("view/alone"),
+        &f.dir().join("alone/ready"),
+        &format!("{bound}exec \"$1\" chroot \"$2\" /ready"),
+    )
+    .unwrap();
+    let sweep = inst.sweep();
+    let got = inst.what(inside).unwrap_or_default();
+    assert!(
+        got.contains(&"cwd".into()) && got.contains(&"root".into()),
+        "{sweep}"
+    );
+    assert_eq!(inst.what(beside), None, "{sweep}");
+    assert_eq!(unverified_why(&sweep, beside), None, "{sweep}");
+    assert_eq!(inst.what(alone), None, "{sweep}");
+    let why = unverified_why(&sweep, alone).unwrap_or_else(|| panic!("{sweep}"));
+    assert!(why.contains("chroot'ed"), "{why}");
+}
