@@ -15,6 +15,7 @@ use super::holds::{Held, Look, What};
 use super::mounts::{self, Ident, Link, Mount, Table};
 use super::proc;
 use super::target::{By, Target};
+use crate::slowread;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -213,11 +214,27 @@ impl Look<'_> {
             return Is::Not;
         }
         let info = dir.link_info(name);
-        match info.mnt_id {
-            None if link.deleted => bool_is(seems),
+        let is = match info.mnt_id {
+            None if link.deleted => self.settled(seems, link, None),
             None => Is::Not,
             Some(id) => self.by_mount(id, link, info.ino, || format!("its {}", plain(name))),
+        };
+        // A deleted folder's own `..` tells whether it was below a swept one, whatever its
+        // path reads.
+        let inos: Vec<u64> = self.dirs.iter().filter_map(|d| d.ino).collect();
+        let walk = matches!(is, Is::Unknown(_))
+            && matches!(name, "cwd" | "root")
+            && self.dirs.doubts(link.deleted, info.ino)
+            && !inos.is_empty();
+        if walk {
+            let above = dir.walk_up(name, inos).and_then(slowread::read);
+            match above.as_deref() {
+                Ok([1]) => return Is::Held,
+                Ok([0]) => return Is::Not,
+                _ => {}
+            }
         }
+        is
     }
 
     /// Whether descriptor `fd` of `dir`, its link read as `link`, holds a folder.
@@ -233,7 +250,7 @@ impl Look<'_> {
         match info.mnt_id {
             // No fdinfo (closed meanwhile, or no mount id in this kernel's): the top mount's
             // answer, as the path gives it.
-            None => bool_is(self.holds(link, None)),
+            None => self.settled(self.holds(link, None), link, None),
             Some(id) => self.by_mount(id, link, info.ino, || format!("its descriptor {fd}")),
         }
     }
@@ -249,14 +266,18 @@ impl Look<'_> {
         match id {
             // One of the kernel's own mounts (a memfd, shared memory): in no folder.
             0 => Is::Not,
-            id if self.table.by_id(id).is_some() => bool_is(self.holds_by(link, Some(id), ino)),
+            id if self.table.by_id(id).is_some() => {
+                self.settled(self.holds_by(link, Some(id), ino), link, ino)
+            }
             // A mount of ours that this process's namespace does not list (a file opened
             // before it made a namespace of its own, or kept after its namespace lost the
             // mount): the link reads as a path of ours.
-            id if self.dirs.ours(id) => bool_is(
-                self.in_ours()
-                    .is_some_and(|o| o.holds_by(link, Some(id), ino)),
-            ),
+            id if self.dirs.ours(id) => {
+                let held = self
+                    .in_ours()
+                    .is_some_and(|o| o.holds_by(link, Some(id), ino));
+                self.settled(held, link, ino)
+            }
             id => self
                 .on_remembered(id, link, ino)
                 .unwrap_or_else(|| Is::Unknown(unknown(&what(), link, id, self))),
@@ -282,6 +303,22 @@ impl Look<'_> {
             .any(|at| self.dirs.has(&at, by))
     }
 
+    /// What a placement in a folder (`held`) of `link`, of inode `ino`, proves (see
+    /// `Targets::doubts`).
+    pub(super) fn settled(&self, held: bool, link: &Link, ino: Option<u64>) -> Is {
+        match held {
+            false => Is::Not,
+            true if self.dirs.doubts(link.deleted, ino) => Is::Unknown(format!(
+                "/proc/{}: {} was deleted below a swept folder's path, which another folder \
+                 had too during the run (the swept one was renamed or deleted): whose it was \
+                 cannot be told",
+                self.pid,
+                link.path.display()
+            )),
+            true => Is::Held,
+        }
+    }
+
     /// Where `link` lies when mount `id` is a remembered one: None when it is not.
     fn on_remembered(&self, id: u64, link: &Link, ino: Option<u64>) -> Option<Is> {
         let by = By::Link {
@@ -295,7 +332,7 @@ impl Look<'_> {
             // take its id: what that mount's root places in a folder is not proof, unless
             // vloer-run itself holds the mount.
             return Some(match self.dirs.has(&m.place(link), by) {
-                true if self.dirs.pinned.contains(&id) => Is::Held,
+                true if self.dirs.pinned.contains(&id) => self.settled(true, link, ino),
                 true => Is::Unknown(format!(
                     "/proc/{}: {} is on a mount (id {id}) detached (umount -l) since a scan \
                      saw it show a swept folder; a mount made since may have taken its id, so \
@@ -306,17 +343,8 @@ impl Look<'_> {
                 false => Is::Not,
             });
         }
-        Some(bool_is(
-            m.through(link).is_some_and(|at| self.dirs.has(&at, by)),
-        ))
-    }
-}
-
-fn bool_is(held: bool) -> Is {
-    if held {
-        Is::Held
-    } else {
-        Is::Not
+        let held = m.through(link).is_some_and(|at| self.dirs.has(&at, by));
+        Some(self.settled(held, link, ino))
     }
 }
 
@@ -365,6 +393,7 @@ mod tests {
             },
             deleted: false,
             ino: None,
+            moved: false,
         }
     }
 

@@ -279,8 +279,14 @@ impl Look<'_> {
                     let files = held
                         .deny(uring::files(dir, self.pid, &fd))
                         .unwrap_or_default();
-                    if files.iter().any(|l| self.holds(l, None)) {
-                        return true;
+                    for l in files.iter().filter(|l| self.holds(l, None)) {
+                        match self.settled(true, l, None) {
+                            Is::Held => return true,
+                            Is::Not => {}
+                            Is::Unknown(why) => {
+                                held.denied.get_or_insert(why);
+                            }
+                        }
                     }
                     if let Some(l) = files.iter().find(|l| self.could_hold(l)) {
                         held.denied.get_or_insert(format!(

@@ -159,7 +159,10 @@ impl Look<'_> {
         // characters in it the same way.
         let twofold = newlines(l.path).map(|n| by_name(&n));
         match (by_name(l.path), twofold) {
-            (true, None | Some(true)) => Is::Held,
+            (true, None | Some(true)) => match mounts::link_path(l.path) {
+                Some(link) => self.settled(true, &link, Some(l.ino)),
+                None => Is::Not,
+            },
             (false, Some(true)) | (true, Some(false)) => Is::Unknown(format!(
                 "/proc/{}/maps: a mapped file's name ({shown}) reads two ways, as a newline or \
                  as the characters \\012, and only one of them lies in a swept folder",

@@ -2,12 +2,16 @@
 //! reaches the filesystem a link points into: link texts, `fdinfo`, `stat`, `status`.
 
 use crate::proctable::files;
+use crate::slowread;
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
 use nix::sys::stat::Mode;
 use nix::unistd::Pid;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+
+/// How many folders a walk up `..` passes at most (a path has at most 2048 of them).
+const WALK_STEPS: usize = 4096;
 
 /// A read of one process's file.
 pub enum Got<T> {
@@ -173,6 +177,37 @@ impl Dir {
         let info = FdInfo::of(read(&format!("self/fdinfo/{}", fd.as_raw_fd())).ok());
         drop(fd);
         info
+    }
+
+    /// A walk up `..` from the folder the link `name` (`cwd`, `root`) leads to, which a deleted
+    /// folder still has, with descriptors of our own: whether it or a folder above it has one
+    /// of the inode numbers `inos` (answered as `[1]`, or `[0]` at the top). For the reader
+    /// thread: each step checks the permission to search a folder, which a network filesystem
+    /// may ask its server about.
+    pub fn walk_up(&self, name: &str, inos: Vec<u64>) -> io::Result<slowread::Read> {
+        let at = self.fd.try_clone()?;
+        let name = name.to_string();
+        Ok(Box::new(move || {
+            let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+            let mut fd = nix::fcntl::openat(&at, name.as_str(), flags, Mode::empty())?;
+            let mut last = None;
+            for _ in 0..WALK_STEPS {
+                let info = FdInfo::of(read(&format!("self/fdinfo/{}", fd.as_raw_fd())).ok());
+                let ino = info
+                    .ino
+                    .ok_or_else(|| io::Error::other("no inode number"))?;
+                if inos.contains(&ino) {
+                    return Ok(vec![1]);
+                }
+                // The top: `..` of a root (ours, or a detached mount's) is itself.
+                if last == Some((ino, info.mnt_id)) {
+                    return Ok(vec![0]);
+                }
+                last = Some((ino, info.mnt_id));
+                fd = nix::fcntl::openat(&fd, "..", flags, Mode::empty())?;
+            }
+            Err(io::Error::other("deeper than a walk goes"))
+        }))
     }
 
     /// Each open descriptor's number and link text; a descriptor closed meanwhile is left out.

@@ -18,6 +18,8 @@ pub struct Target {
     pub deleted: bool,
     /// Its inode number, from the `fdinfo` of the descriptor vloer-run holds.
     pub ino: Option<u64>,
+    /// It is not where it was at start: it was renamed during the run.
+    pub moved: bool,
 }
 
 /// How a path came to be matched.
@@ -89,6 +91,16 @@ impl Targets {
     pub fn has(&self, at: &Ident, by: By) -> bool {
         self.dirs.iter().any(|d| d.has(at, by))
     }
+
+    /// Whether a link that lies in a folder by its path is only maybe the folder's: a deleted
+    /// one, when a folder was renamed or deleted during the run. Its path was then another
+    /// folder's too (an empty one it replaced by a rename, one made under its name after it
+    /// was deleted), and what was deleted there reads the same. The folder's own inode is sure.
+    pub fn doubts(&self, deleted: bool, ino: Option<u64>) -> bool {
+        deleted
+            && self.dirs.iter().any(|d| d.moved || d.deleted)
+            && !ino.is_some_and(|i| self.dirs.iter().any(|d| d.ino == Some(i)))
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +121,7 @@ mod tests {
             ident: at("/x/dir"),
             deleted: false,
             ino: Some(7),
+            moved: false,
         };
         let gone = Target {
             deleted: true,
@@ -133,5 +146,36 @@ mod tests {
         assert!(!gone.has(&at("/x/dir"), link(false, Some(7))));
         assert!(!gone.has(&at("/x/dir/f"), link(false, None)));
         assert!(!gone.has(&at("/x/dir/f"), By::Name));
+    }
+
+    #[test]
+    fn a_deleted_link_is_doubted_once_a_folder_moved_or_was_deleted() {
+        let still = Target {
+            ident: at("/x/dir"),
+            deleted: false,
+            ino: Some(7),
+            moved: false,
+        };
+        let targets = |t: &Target| Targets {
+            dirs: vec![t.clone()],
+            ..Targets::default()
+        };
+        assert!(!targets(&still).doubts(true, Some(9)));
+        for changed in [
+            Target {
+                moved: true,
+                ..still.clone()
+            },
+            Target {
+                deleted: true,
+                ..still.clone()
+            },
+        ] {
+            let t = targets(&changed);
+            assert!(t.doubts(true, Some(9)), "{changed:?}");
+            assert!(t.doubts(true, None), "{changed:?}");
+            assert!(!t.doubts(true, Some(7)), "its own inode: {changed:?}");
+            assert!(!t.doubts(false, Some(9)), "not deleted: {changed:?}");
+        }
     }
 }

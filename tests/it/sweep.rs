@@ -1163,11 +1163,21 @@ fn a_folder_deleted_during_the_run_is_told_from_a_new_one_of_its_name() {
     for p in [&new_at, &new_deep, &new_open, &named] {
         assert_eq!(inst.what(p.pid()), None, "{}", inst.sweep());
     }
-    // What lies in the deleted folder is found by its links; an argument relative to a working
-    // directory there names nothing (the process holds the folder anyway).
+    // What lies in the deleted folder is found by its links (a folder by the `..` it still
+    // has); an argument relative to a working directory there names nothing (the process holds
+    // the folder anyway).
     assert_eq!(inst.what(at.pid()), what(&["cwd"]));
     assert_eq!(inst.what(deep.pid()), what(&["cwd"]));
-    assert_eq!(inst.what(open.pid()), what(&["fd"]));
+    // A deleted file below the path reads the same whether it was the deleted folder's or the
+    // new one's (removed from it while open): its holder is unverified, never signalled.
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(open.pid()), None, "{sweep}");
+    let why = unverified_why(&sweep, open.pid()).unwrap_or_else(|| panic!("{sweep}"));
+    assert!(why.contains("whose it was cannot be told"), "{why}");
+    std::fs::remove_file(&file).unwrap();
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(new_open.pid()), None, "{sweep}");
+    assert!(unverified_why(&sweep, new_open.pid()).is_some(), "{sweep}");
 }
 
 /// Starts, in a mount namespace of its own, `sleep` with the folder `dir` bound at `view` (an
@@ -1476,4 +1486,44 @@ fn a_process_chroot_ed_in_a_namespace_of_its_own_is_placed_by_the_whole_table_of
     assert_eq!(inst.what(alone), None, "{sweep}");
     let why = unverified_why(&sweep, alone).unwrap_or_else(|| panic!("{sweep}"));
     assert!(why.contains("chroot'ed"), "{why}");
+}
+
+#[test]
+fn what_a_folder_replaced_by_a_rename_left_deleted_is_not_taken_for_the_swept_one_s() {
+    let _quiet = harness::quiet();
+    // `b` is emptied while a process holds its file open and another works in its subfolder;
+    // then the swept folder is renamed over it (`mv -T work b`). Their links now read
+    // `b/file (deleted)` and `b/sub (deleted)`, below the swept folder's new path. The
+    // subfolder's `..` leads to the old `b`, not the swept folder: it holds nothing. The file
+    // tells nothing: unverified, never signalled. A subfolder of the swept one, removed while
+    // a process works in it, leads there: held.
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let b = f.top().join("b");
+    std::fs::create_dir_all(b.join("sub")).unwrap();
+    std::fs::write(b.join("file"), "b's").unwrap();
+    let file = Outside::start(
+        "exec 3<\"$F\"; exec sleep 1000",
+        Path::new("/"),
+        &[("F", &b.join("file"))],
+        "sleep",
+    );
+    let in_sub = Outside::start("exec sleep 1000", &b.join("sub"), &[], "sleep");
+    let own = Outside::start("exec sleep 1000", &f.dir().join("sub/deeper"), &[], "sleep");
+    std::fs::remove_file(b.join("file")).unwrap();
+    std::fs::remove_dir(b.join("sub")).unwrap();
+    std::fs::remove_dir(f.dir().join("sub/deeper")).unwrap();
+    std::fs::rename(f.dir(), &b).unwrap();
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", in_sub.pid())).unwrap();
+    assert_eq!(
+        cwd,
+        PathBuf::from(format!("{}/sub (deleted)", path_str(&b)))
+    );
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(in_sub.pid()), None, "{sweep}");
+    assert_eq!(unverified_why(&sweep, in_sub.pid()), None, "{sweep}");
+    assert_eq!(inst.what(file.pid()), None, "{sweep}");
+    let why = unverified_why(&sweep, file.pid()).unwrap_or_else(|| panic!("{sweep}"));
+    assert!(why.contains("whose it was cannot be told"), "{why}");
+    assert_eq!(inst.what(own.pid()), what(&["cwd"]), "{sweep}");
 }
