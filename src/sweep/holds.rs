@@ -15,7 +15,7 @@ use std::cmp::Ordering;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 /// How a process holds or names a swept folder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -348,21 +348,23 @@ impl Look<'_> {
 
 /// Where argument `arg` leads, in our terms: an absolute one from the process's `root` (a
 /// chroot'ed process's `/data` is its root's `data`), a relative one from its working directory
-/// `cwd`, and `..` never above the root, as the kernel resolves them.
+/// `cwd`, one component at a time as the kernel walks it: `..` never leaves the root, even on a
+/// way that began outside it (a chroot without a chdir).
 fn resolve(arg: &Path, cwd: Option<&Path>, root: &Path) -> Option<PathBuf> {
-    let from_root = |p: &Path| {
-        let rest = mounts::normalize(p);
-        mounts::normalize(&root.join(rest.strip_prefix("/").unwrap_or(&rest)))
+    let mut at = match arg.is_absolute() {
+        true => root.to_path_buf(),
+        false => cwd?.to_path_buf(),
     };
-    if arg.is_absolute() {
-        return Some(from_root(arg));
+    for part in arg.components() {
+        match part {
+            Component::Normal(name) => at.push(name),
+            Component::ParentDir if at != root => {
+                at.pop();
+            }
+            _ => {}
+        }
     }
-    let cwd = cwd?;
-    Some(match cwd.strip_prefix(root) {
-        Ok(inside) => from_root(&Path::new("/").join(inside).join(arg)),
-        // A working directory outside the root (chroot without chdir): `..` climbs freely.
-        Err(_) => mounts::absolute(arg, cwd),
-    })
+    Some(at)
 }
 
 /// The threads whose table of one kind (file table, or working directory and root) was read,
@@ -450,6 +452,12 @@ mod tests {
             Some("/x")
         );
         assert_eq!(at("sub", Some("/w"), "/").as_deref(), Some("/w/sub"));
+        // Outside its root, `..` climbs until it meets the root, and stops there.
+        assert_eq!(
+            at("jail/../../x", Some("/srv"), "/srv/jail").as_deref(),
+            Some("/srv/jail/x")
+        );
+        assert_eq!(at("./a/./b/", Some("/w"), "/").as_deref(), Some("/w/a/b"));
     }
 
     #[test]

@@ -190,16 +190,6 @@ pub fn unescape(field: &[u8]) -> PathBuf {
     PathBuf::from(OsStr::from_bytes(&out))
 }
 
-/// `path` made absolute against `cwd` (when relative) with `.`, `..` and repeated slashes
-/// resolved by text alone: the path need not exist, and nothing is asked of its filesystem.
-pub fn absolute(path: &Path, cwd: &Path) -> PathBuf {
-    if path.is_absolute() {
-        normalize(path)
-    } else {
-        normalize(&cwd.join(path))
-    }
-}
-
 /// Resolves `.` and `..` by text; `..` above the root stays at the root, as the kernel does.
 pub fn normalize(path: &Path) -> PathBuf {
     let mut out = PathBuf::from("/");
@@ -327,13 +317,12 @@ mod tests {
 
     #[test]
     fn paths_are_resolved_by_text() {
-        let cwd = Path::new("/srv/x");
         assert_eq!(
-            absolute(Path::new("../data/./f"), cwd),
+            normalize(Path::new("/srv/x/../data/./f")),
             PathBuf::from("/srv/data/f")
         );
-        assert_eq!(absolute(Path::new("//a//b/"), cwd), PathBuf::from("/a/b"));
-        assert_eq!(absolute(Path::new("../../../.."), cwd), PathBuf::from("/"));
+        assert_eq!(normalize(Path::new("//a//b/")), PathBuf::from("/a/b"));
+        assert_eq!(normalize(Path::new("/srv/../../..")), PathBuf::from("/"));
         let link = |path: &str, deleted| {
             Some(Link {
                 path: PathBuf::from(path),

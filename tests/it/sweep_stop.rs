@@ -812,9 +812,20 @@ fn thread_in_the_folder_is_stopped(args: &[&str], what: &str, wrap: fn(Run) -> R
         .expect("the helper");
     let pid = harness::wait_for_pids(&ready)[0];
     let f = run.finish();
-    // Alive while a thread is: a main thread that exited shows Z.
-    let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
-    let alive = harness::state(pid).is_some_and(|s| s != 'Z' || threads > 1);
+    // Alive while a thread is: a main thread that exited shows Z. A killed thread leaves the
+    // task list a moment after its group is gone (which is what vloer-run waits for): a few
+    // looks, until it has.
+    let alive_now = || {
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count());
+        harness::state(pid).is_some_and(|s| s != 'Z' || threads > 1)
+    };
+    let alive = (0..50).all(|_| {
+        let now = alive_now();
+        if now {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        now
+    });
     let _ = worker.kill();
     let _ = worker.wait();
     let v = f.verdict();
