@@ -334,6 +334,11 @@ fn every_way_the_run_ends_sweeps() {
 /// Runs `script` (sh, with DIR and the binary as $1 and $2) as pid 1 of a new pid namespace with
 /// its own /proc: only the test's own processes are there to be swept. None where it cannot.
 fn in_own_pid_namespace(script: &str, dir: &Path) -> Option<harness::Finished> {
+    in_own_pid_namespace_with(script, dir, &[])
+}
+
+/// `in_own_pid_namespace`, with `more` arguments after the binary.
+fn in_own_pid_namespace_with(script: &str, dir: &Path, more: &[&str]) -> Option<harness::Finished> {
     if !harness::is_root() {
         harness::skip("a pid namespace and another uid need root");
         return None;
@@ -348,7 +353,8 @@ fn in_own_pid_namespace(script: &str, dir: &Path) -> Option<harness::Finished> {
     cmd.args(&ns[1..])
         .args(["sh", "-c", script, "sh"])
         .arg(dir)
-        .arg(harness::bin_for_others());
+        .arg(harness::bin_for_others())
+        .args(more);
     Some(Run::of(cmd).finish())
 }
 
@@ -1006,4 +1012,59 @@ fn controlled_sweep(swept: &str, sock: &str) -> harness::Running {
     harness::wait_for_socket(Path::new(sock));
     std::thread::sleep(Duration::from_millis(30));
     run
+}
+
+#[test]
+fn a_non_root_run_places_its_own_users_maps_by_the_files_at_their_paths() {
+    let _quiet = harness::quiet();
+    // As uid 65534, map_files cannot be opened: a mapped file is placed by the mount at its
+    // path when the file there is the mapped one. A process of the same user that maps a file
+    // in the folder is found and stopped; one that maps a file beside it, and its libraries,
+    // is neither a holder nor unverified.
+    let dir = harness::tempdir();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let script = r#"
+        D=$1 VR=$2 H=$3
+        mkdir -m 777 "$D/w"
+        head -c 4096 /dev/zero > "$D/w/mapped"; head -c 4096 /dev/zero > "$D/beside"
+        chmod 666 "$D/w/mapped" "$D/beside"
+        AS="setpriv --reuid 65534 --regid 65534 --clear-groups"
+        cd /
+        $AS "$VR" --sweep "$D/w" --verdict "$D/v" -- sh -c \
+            'until [ -s "$0/r1" ] && [ -s "$0/r2" ]; do sleep 0.05; done' "$D" &
+        VR1=$!
+        sleep 0.2
+        $AS "$H" map "$D/w/mapped" "$D/r1" &
+        M=$!
+        $AS "$H" map "$D/beside" "$D/r2" &
+        B=$!
+        wait $VR1; echo $? > "$D/s"
+        echo "$M $B" > "$D/pids"
+        kill $M $B 2>/dev/null
+        wait
+    "#;
+    let Some(f) = in_own_pid_namespace_with(script, dir.path(), &[harness::helper_for_others()])
+    else {
+        return;
+    };
+    let read = |n: &str| std::fs::read_to_string(dir.path().join(n)).unwrap_or_default();
+    let pids: Vec<i64> = read("pids")
+        .split_whitespace()
+        .map(|p| p.parse().unwrap())
+        .collect();
+    assert_eq!(pids.len(), 2, "{f}");
+    let v = verdict_at(&dir.path().join("v"), &f);
+    let listed = |key: &str, pid: i64| {
+        v["sweep"][key]
+            .as_array()
+            .and_then(|a| a.iter().find(|u| u["pid"] == pid).cloned())
+    };
+    let mapper = listed("holders", pids[0]).unwrap_or_else(|| panic!("{f}\n{v}"));
+    // (Its argument names the file too.)
+    assert_eq!(mapper["what"], serde_json::json!(["map", "argv"]), "{v}");
+    assert_eq!(listed("holders", pids[1]), None, "{v}");
+    assert_eq!(listed("unverified", pids[1]), None, "{v}");
+    assert_eq!(v["stopped"], true, "{f}\n{v}");
+    assert_eq!(read("s").trim(), "0", "{v}");
 }
