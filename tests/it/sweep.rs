@@ -148,6 +148,19 @@ impl Drop for Outside {
 }
 
 impl Mounted {
+    /// A tmpfs mounted at `at` (which exists), or None after saying why the test is skipped.
+    fn tmpfs(at: &Path) -> Option<Mounted> {
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "none", &path_str(at)])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            skip("mount -t tmpfs does not work here");
+            return None;
+        }
+        Some(Mounted(at.to_path_buf()))
+    }
+
     fn bind(from: &Path, to: &Path) -> Option<Mounted> {
         std::fs::create_dir_all(to).unwrap();
         let ok = Command::new("mount")
@@ -519,15 +532,9 @@ fn a_descriptor_kept_into_a_namespace_without_the_folder_s_mount_holds_it() {
     let f = Folder::new();
     let fs = f.top().join("fs");
     std::fs::create_dir(&fs).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "none", &path_str(&fs)])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        skip("mount -t tmpfs does not work here");
+    let Some(_mounted) = Mounted::tmpfs(&fs) else {
         return;
-    }
-    let _mounted = Mounted(fs.clone());
+    };
     let data = fs.join("data");
     std::fs::create_dir(&data).unwrap();
     let inst = Instance::start(&f, &[&data]);
@@ -615,15 +622,9 @@ fn a_working_directory_under_a_mount_stacked_over_the_folder_s_parent_still_hold
             .is_some_and(|w| w.contains(&"cwd".into()))
     };
     assert!(has_cwd());
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "none", &path_str(&f.dir())])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        skip("mount -t tmpfs does not work here");
+    let Some(_mounted) = Mounted::tmpfs(&f.dir()) else {
         return;
-    }
-    let _mounted = Mounted(f.dir());
+    };
     assert!(!f.dir().join("sub").exists(), "the folder is covered");
     assert!(has_cwd(), "{}", inst.sweep());
 }
@@ -791,15 +792,9 @@ fn a_ring_file_that_only_a_mount_beneath_the_top_one_places_in_the_folder_is_not
     let p = f.dir().join("sub");
     let d = p.join("deeper");
     let inst = Instance::start(&f, &[&d]);
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "none", &path_str(&p)])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        skip("mount -t tmpfs does not work here");
+    let Some(_mounted) = Mounted::tmpfs(&p) else {
         return;
-    }
-    let _mounted = Mounted(p.clone());
+    };
     std::fs::create_dir(&d).unwrap();
     let ready = f.top().join("ready");
     let mut cmd = Command::new(harness::helper());
@@ -1402,15 +1397,9 @@ fn a_file_mapped_through_a_mount_of_ours_that_its_namespace_dropped_holds_the_fo
     let f = Folder::new();
     let t = f.top().join("t");
     std::fs::create_dir(&t).unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "none", &path_str(&t)])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        skip("mount -t tmpfs does not work here");
+    let Some(_mounted) = Mounted::tmpfs(&t) else {
         return;
-    }
-    let _mounted = Mounted(t.clone());
+    };
     let d = t.join("d");
     std::fs::create_dir(&d).unwrap();
     let file = d.join("mapped");
