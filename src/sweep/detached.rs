@@ -176,6 +176,9 @@ pub enum Is {
     Not,
     /// It may lie in a folder, on a mount nothing tells where: why, in words.
     Unknown(String),
+    /// It lies in a folder by its path, which another folder may have had too: why, in words.
+    /// It counts against the proof, and is no reason to signal the process.
+    Doubted(String),
 }
 
 impl Look<'_> {
@@ -189,13 +192,7 @@ impl Look<'_> {
         what: What,
         held: &mut Held,
     ) {
-        match self.link_is(dir, name, link) {
-            Is::Held => held.add(what),
-            Is::Not => {}
-            Is::Unknown(why) => {
-                held.denied.get_or_insert(why);
-            }
-        }
+        held.judged(what, self.link_is(dir, name, link));
     }
 
     fn link_is(&self, dir: &proc::Dir, name: &str, link: &Link) -> Is {
@@ -221,13 +218,25 @@ impl Look<'_> {
         };
         // A deleted folder's own `..` tells whether it was below a swept one, whatever its
         // path reads.
-        let inos: Vec<u64> = self.dirs.iter().filter_map(|d| d.ino).collect();
-        let walk = matches!(is, Is::Unknown(_))
-            && matches!(name, "cwd" | "root")
-            && self.dirs.doubts(link.deleted, info.ino)
-            && !inos.is_empty();
-        if walk {
-            let above = dir.walk_up(name, inos).and_then(slowread::read);
+        if matches!(is, Is::Doubted(_)) && matches!(name, "cwd" | "root") {
+            let dirs = self
+                .dirs
+                .iter()
+                .filter_map(|d| {
+                    Some(proc::Ident {
+                        dev: d.ident.dev,
+                        ino: d.ino?,
+                        path: d.ident.path.clone(),
+                    })
+                })
+                .collect();
+            let mounts = self
+                .table
+                .iter()
+                .chain(self.ours.iter())
+                .map(|m| (m.id, m.dev, m.root.clone()))
+                .collect();
+            let above = dir.walk_up(name, dirs, mounts).and_then(slowread::read);
             match above.as_deref() {
                 Ok([1]) => return Is::Held,
                 Ok([0]) => return Is::Not,
@@ -288,7 +297,7 @@ impl Look<'_> {
     /// lost one (the link read from its root), or another namespace's (the
     /// link read in that namespace's terms, as the kernel writes a link into a mount of a
     /// namespace not the holder's, one opened through `/proc/PID/root`).
-    fn remembered_fits(&self, link: &Link) -> bool {
+    pub(super) fn remembered_fits(&self, link: &Link) -> bool {
         let by = By::Link {
             deleted: link.deleted,
             ino: None,
@@ -308,10 +317,10 @@ impl Look<'_> {
     pub(super) fn settled(&self, held: bool, link: &Link, ino: Option<u64>) -> Is {
         match held {
             false => Is::Not,
-            true if self.dirs.doubts(link.deleted, ino) => Is::Unknown(format!(
-                "/proc/{}: {} was deleted below a swept folder's path, which another folder \
-                 had too during the run (the swept one was renamed or deleted): whose it was \
-                 cannot be told",
+            true if self.dirs.doubts(link.deleted, ino) => Is::Doubted(format!(
+                "/proc/{}: {} was deleted below a swept folder's path, which another folder may \
+                 have had too (one the swept folder replaced by a rename, one made under its \
+                 name): whose it was cannot be told",
                 self.pid,
                 link.path.display()
             )),
@@ -393,7 +402,6 @@ mod tests {
             },
             deleted: false,
             ino: None,
-            moved: false,
         }
     }
 

@@ -93,7 +93,6 @@ impl Dir {
             return Err(self.lost("its link now names another filesystem"));
         }
         let mut targets = vec![Target {
-            moved: ident != self.ident,
             ident,
             deleted: link.as_ref().is_some_and(|l| l.deleted),
             ino: info.ino,
@@ -110,12 +109,10 @@ impl Dir {
             };
             let live = self.placed(&named, info.mnt_id, table);
             if let Some(ident) = live.ok().filter(|i| i.dev == self.ident.dev) {
-                // (No name it was given ends so: it was renamed.)
                 targets.push(Target {
                     ident,
                     deleted: false,
                     ino: info.ino,
-                    moved: true,
                 });
             }
         }

@@ -3,7 +3,6 @@
 
 use super::detached::Is;
 use super::listing::{self, Seen, TASK_RELISTS};
-use super::maps::Places;
 use super::mounts::{self, Link, Mount, Table};
 use super::proc::{self, Got};
 use super::target::{By, Targets};
@@ -39,13 +38,43 @@ pub struct Held {
     /// Why this look may have missed one of the process's threads, when it may: new ones kept
     /// appearing. The scan then proves nothing.
     pub unsettled: Option<String>,
+    /// Some match proves it (not only doubted ones, see `Targets::doubts`): only then is the
+    /// process signalled.
+    pub sure: bool,
+    /// Why a match may be another folder's, when one may.
+    pub doubt: Option<String>,
 }
 
 impl Held {
+    /// Adds a match that proves the process holds or names a folder.
     pub(super) fn add(&mut self, what: What) {
+        self.sure = true;
+        self.push(what);
+    }
+
+    fn push(&mut self, what: What) {
         if !self.what.contains(&what) {
             self.what.push(what);
         }
+    }
+
+    /// Adds what a look at one link made of it; returns whether it proved a match.
+    pub(super) fn judged(&mut self, what: What, is: Is) -> bool {
+        match is {
+            Is::Held => {
+                self.add(what);
+                return true;
+            }
+            Is::Doubted(why) => {
+                self.push(what);
+                self.doubt.get_or_insert(why);
+            }
+            Is::Unknown(why) => {
+                self.denied.get_or_insert(why);
+            }
+            Is::Not => {}
+        }
+        false
     }
 
     fn deny<T>(&mut self, got: Got<T>) -> Option<T> {
@@ -91,9 +120,7 @@ impl Look<'_> {
         if let Some(e) = exe.and_then(|t| mounts::link_path(&t)) {
             self.judge(dir, "exe", &e, What::Exe, &mut held);
         }
-        if self.any_fd(dir, &mut held) {
-            held.add(What::Fd);
-        }
+        self.any_fd(dir, &mut held);
         // A deleted working directory names nothing: what lies at its old path now is
         // another folder's (one that replaced it by a rename).
         (held, cwd.filter(|c| !c.deleted).map(|c| c.path))
@@ -172,8 +199,8 @@ impl Look<'_> {
                 }
             }
         }
-        if read_files && self.any_fd(&task, held) {
-            held.add(What::Fd);
+        if read_files {
+            self.any_fd(&task, held);
         }
     }
 
@@ -196,13 +223,9 @@ impl Look<'_> {
         cwd: Option<&Path>,
         cmdline: Got<Vec<u8>>,
         maps: Got<Vec<u8>>,
-        places: &Places,
     ) {
-        if held
-            .deny(maps)
-            .is_some_and(|m| self.any_map(&m, places, held))
-        {
-            held.add(What::Map);
+        if let Some(maps) = held.deny(maps) {
+            self.any_map(&maps, held);
         }
         if let Some(argv) = held.deny(cmdline) {
             if self.names(&argv, cwd) {
@@ -235,7 +258,18 @@ impl Look<'_> {
     /// Whether `path` on `mount`, or a mount point it lies under, is at or below a swept folder.
     pub(super) fn within(&self, path: &Path, mount: &Mount, by: By) -> bool {
         let chain = self.table.chain(path, mount);
-        chain.iter().any(|i| self.dirs.has(i, by))
+        // A mount point is a live folder, whatever was deleted on the mount.
+        let point = match by {
+            By::Link { .. } => By::Link {
+                deleted: false,
+                ino: None,
+            },
+            By::Name => By::Name,
+        };
+        chain
+            .iter()
+            .enumerate()
+            .any(|(i, at)| self.dirs.has(at, if i == 0 { by } else { point }))
     }
 
     /// The same look in our own namespace's terms, for a process of another: a descriptor on a
@@ -265,6 +299,7 @@ impl Look<'_> {
         })
     }
 
+    /// Adds what the descriptors hold (`fd`); returns whether one proved it.
     fn any_fd(&self, dir: &proc::Dir, held: &mut Held) -> bool {
         let Some(fds) = held.deny(dir.fds()) else {
             return false;
@@ -280,12 +315,8 @@ impl Look<'_> {
                         .deny(uring::files(dir, self.pid, &fd))
                         .unwrap_or_default();
                     for l in files.iter().filter(|l| self.holds(l, None)) {
-                        match self.settled(true, l, None) {
-                            Is::Held => return true,
-                            Is::Not => {}
-                            Is::Unknown(why) => {
-                                held.denied.get_or_insert(why);
-                            }
+                        if held.judged(What::Fd, self.settled(true, l, None)) {
+                            return true;
                         }
                     }
                     if let Some(l) = files.iter().find(|l| self.could_hold(l)) {
@@ -302,12 +333,8 @@ impl Look<'_> {
             };
             // The mount it was opened through tells where it lies, which its path does not
             // under a later mount or on a mount detached since (see `detached`).
-            match self.fd_is(dir, &fd, &link) {
-                Is::Held => return true,
-                Is::Not => {}
-                Is::Unknown(why) => {
-                    held.denied.get_or_insert(why);
-                }
+            if held.judged(What::Fd, self.fd_is(dir, &fd, &link)) {
+                return true;
             }
         }
         false

@@ -7,13 +7,12 @@
 //! process's memory lock.
 
 use super::detached::Is;
-use super::holds::{Held, Look};
-use super::mounts;
+use super::holds::{Held, Look, What};
+use super::mounts::{self, Link};
 use super::proc;
 use super::target::By;
 use crate::slowread;
-use std::cell::RefCell;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::io;
 
 /// One file-backed line of `maps`.
@@ -45,57 +44,51 @@ fn lines(maps: &[u8]) -> impl Iterator<Item = Line<'_>> {
     })
 }
 
-/// Where a mapped file was found: the mount it was reached through, and its name read without
-/// escapes.
-type Found = Option<(u64, Vec<u8>)>;
-
-/// What one scan learned of the mapped files on the folders' devices, by device and inode:
-/// whether the file lies in a folder, once a mount that a table lists placed it. An inode lies
-/// where it lies whichever process maps it, and through whatever mount (a file linked twice
-/// aside), so each is looked up once per scan, not once per process or namespace.
-#[derive(Default)]
-pub struct Places(RefCell<HashMap<Inode, bool>>);
-
-/// A file's device and inode number.
-type Inode = ((u32, u32), u64);
+/// Where a mapped file was found: the mount it was reached through, its inode, and its name
+/// read without escapes.
+type Found = Option<(u64, u64, Vec<u8>)>;
 
 impl Look<'_> {
-    /// Whether a mapped file lies in a folder; a map that cannot be placed leaves `held` denied.
-    pub(super) fn any_map(&self, maps: &[u8], places: &Places, held: &mut Held) -> bool {
-        let mut asked: Vec<Line> = Vec::new();
-        {
-            let known = places.0.borrow();
-            let mut once = HashSet::new();
-            for l in lines(maps).filter(|l| self.dirs.iter().any(|d| d.ident.dev == l.dev)) {
-                match known.get(&(l.dev, l.ino)) {
-                    Some(true) => return true,
-                    Some(false) => {}
-                    None if once.insert((l.dev, l.ino)) => asked.push(l),
-                    None => {}
-                }
-            }
-        }
+    /// Adds what the maps hold (`map`).
+    pub(super) fn any_map(&self, maps: &[u8], held: &mut Held) {
+        let mut once = HashSet::new();
+        // Only a map whose path could lie in a folder, by some table, is worth a lookup, as
+        // for a descriptor (see `detached`).
+        let asked: Vec<Line> = lines(maps)
+            .filter(|l| once.insert((l.dev, l.ino, l.path)))
+            .filter(|l| self.could_map(l))
+            .collect();
         let reads = asked.iter().map(|l| self.lookup(l)).collect();
         let answers = slowread::read_all(reads);
         for (l, answer) in asked.iter().zip(answers) {
-            let found = decode(answer);
-            let proven = found
-                .as_ref()
-                .is_some_and(|(id, _)| self.table.by_id(*id).is_some() || self.dirs.ours(*id));
-            let is = self.map_is(l, found);
-            if proven {
-                let inside = matches!(is, Is::Held);
-                places.0.borrow_mut().insert((l.dev, l.ino), inside);
-            }
-            match is {
-                Is::Held => return true,
-                Is::Not => {}
-                Is::Unknown(why) => {
-                    held.denied.get_or_insert(why);
-                }
+            if held.judged(What::Map, self.map_is(l, decode(answer))) {
+                return;
             }
         }
-        false
+    }
+
+    /// Whether some table could place the map `l` in a folder by its path (either reading of
+    /// a `\012`): the process's, ours, or a remembered mount's; any map of a process whose
+    /// table does not show every mount.
+    fn could_map(&self, l: &Line) -> bool {
+        let ours = self.in_ours();
+        let on = |look: &Look, link: &Link| {
+            let by = By::Link {
+                deleted: link.deleted,
+                ino: None,
+            };
+            look.table
+                .mount_on(link, l.dev)
+                .is_some_and(|m| look.within(link, m, by))
+        };
+        let fits = |path: &[u8]| {
+            mounts::link_path(path).is_some_and(|link| {
+                on(self, &link)
+                    || ours.as_ref().is_some_and(|o| on(o, &link))
+                    || self.remembered_fits(&link)
+            })
+        };
+        !self.table.whole || fits(l.path) || newlines(l.path).is_some_and(|n| fits(&n))
     }
 
     /// Finds the mount of the file `l` maps, on the reader thread: through `map_files` (root
@@ -127,17 +120,24 @@ impl Look<'_> {
                     false => Err(io::Error::other("another file")),
                 }
             })?;
-            let id = found.0.mnt_id.ok_or(io::Error::other("no mount id"))?;
-            let mut out = id.to_string().into_bytes();
+            let (info, raw) = found;
+            let id = info.mnt_id.ok_or(io::Error::other("no mount id"))?;
+            let ino = info.ino.ok_or(io::Error::other("no inode"))?;
+            let mut out = format!("{id} {ino}").into_bytes();
             out.push(0);
-            out.extend(found.1);
+            out.extend(raw);
             Ok(out)
         })
     }
 
     /// Where the map `l` lies: by the mount it was `found` through, else by its name alone.
     fn map_is(&self, l: &Line, found: Found) -> Is {
-        if let Some((id, raw)) = found {
+        // The file found must be the one mapped: the same inode, on the same device.
+        let found = found.filter(|(id, ino, _)| {
+            let mount = self.table.by_id(*id).or_else(|| self.ours.by_id(*id));
+            *ino == l.ino && mount.map_or(true, |m| m.dev == l.dev)
+        });
+        if let Some((id, _, raw)) = found {
             return match mounts::link_path(&raw) {
                 Some(link) => self.by_mount(id, &link, Some(l.ino), || "a mapped file".into()),
                 None => Is::Not,
@@ -181,12 +181,16 @@ impl Look<'_> {
     }
 }
 
-/// A lookup's answer, as `lookup` encodes it: the mount id, then the name.
+/// A lookup's answer, as `lookup` encodes it: the mount id and the inode, then the name.
 fn decode(answer: io::Result<Vec<u8>>) -> Found {
     let answer = answer.ok()?;
     let at = answer.iter().position(|b| *b == 0)?;
-    let id = std::str::from_utf8(&answer[..at]).ok()?.parse().ok()?;
-    Some((id, answer[at + 1..].to_vec()))
+    let (id, ino) = std::str::from_utf8(&answer[..at]).ok()?.split_once(' ')?;
+    Some((
+        id.parse().ok()?,
+        ino.parse().ok()?,
+        answer[at + 1..].to_vec(),
+    ))
 }
 
 /// `path` with each `\012` read as the newline the kernel writes that way in maps, when it has
@@ -248,9 +252,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            decode(Ok(b"42\0/w/f".to_vec())),
-            Some((42, b"/w/f".to_vec()))
+            decode(Ok(b"42 7\0/w/f".to_vec())),
+            Some((42, 7, b"/w/f".to_vec()))
         );
-        assert_eq!(decode(Ok(b"x\0/w/f".to_vec())), None);
+        assert_eq!(decode(Ok(b"42\0/w/f".to_vec())), None);
     }
 }

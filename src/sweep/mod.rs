@@ -164,7 +164,8 @@ pub struct Found {
     pub uid: u32,
     pub started: Started,
     pub what: Vec<What>,
-    /// Whether the kernel lets us signal it (we are root, or it runs as our uid).
+    /// Whether it is ours to signal: the kernel lets us (we are root, or it runs as our uid),
+    /// and a match proves it holds a folder (not only doubted ones, see `Targets::doubts`).
     pub may_signal: bool,
 }
 

@@ -10,6 +10,16 @@ use nix::unistd::Pid;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
+/// A folder to find on a walk up `..`: its device, inode, and path in its filesystem.
+pub struct Ident {
+    pub dev: (u32, u32),
+    pub ino: u64,
+    pub path: std::path::PathBuf,
+}
+
+/// A mount a walk may start on: its id, device, and the folder of the filesystem mounted there.
+pub type Mounted = (u64, (u32, u32), std::path::PathBuf);
+
 /// How many folders a walk up `..` passes at most (a path has at most 2048 of them).
 const WALK_STEPS: usize = 4096;
 
@@ -180,31 +190,50 @@ impl Dir {
     }
 
     /// A walk up `..` from the folder the link `name` (`cwd`, `root`) leads to, which a deleted
-    /// folder still has, with descriptors of our own: whether it or a folder above it has one
-    /// of the inode numbers `inos` (answered as `[1]`, or `[0]` at the top). For the reader
-    /// thread: each step checks the permission to search a folder, which a network filesystem
-    /// may ask its server about.
-    pub fn walk_up(&self, name: &str, inos: Vec<u64>) -> io::Result<slowread::Read> {
+    /// folder still has, with descriptors of our own: whether it or a folder above it is one of
+    /// `dirs` (answered as `[1]`, else `[0]`). Each folder is told by its inode on the device
+    /// of its mount, one of `mounts` (an unknown one ends the walk with an error). The walk
+    /// stays on the mount it starts on: at that mount's root, the folder of the filesystem
+    /// mounted there tells the rest by its path (a bind mount's `..` leads to where it is
+    /// mounted, not to the parent of its folder). For the reader thread: each step checks the
+    /// permission to search a folder, which a network filesystem may ask its server about.
+    pub fn walk_up(
+        &self,
+        name: &str,
+        dirs: Vec<Ident>,
+        mounts: Vec<Mounted>,
+    ) -> io::Result<slowread::Read> {
         let at = self.fd.try_clone()?;
         let name = name.to_string();
         Ok(Box::new(move || {
             let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+            let info =
+                |fd: &OwnedFd| FdInfo::of(read(&format!("self/fdinfo/{}", fd.as_raw_fd())).ok());
             let mut fd = nix::fcntl::openat(&at, name.as_str(), flags, Mode::empty())?;
-            let mut last = None;
+            let mut here = info(&fd);
+            let id = here.mnt_id.ok_or_else(|| io::Error::other("no mount id"))?;
+            let (dev, root) = mounts
+                .iter()
+                .find(|m| m.0 == id)
+                .map(|m| (m.1, m.2.clone()))
+                .ok_or_else(|| io::Error::other("a mount no table shows"))?;
             for _ in 0..WALK_STEPS {
-                let info = FdInfo::of(read(&format!("self/fdinfo/{}", fd.as_raw_fd())).ok());
-                let ino = info
+                let ino = here
                     .ino
                     .ok_or_else(|| io::Error::other("no inode number"))?;
-                if inos.contains(&ino) {
+                if dirs.iter().any(|d| d.ino == ino && d.dev == dev) {
                     return Ok(vec![1]);
                 }
-                // The top: `..` of a root (ours, or a detached mount's) is itself.
-                if last == Some((ino, info.mnt_id)) {
-                    return Ok(vec![0]);
+                let up = nix::fcntl::openat(&fd, "..", flags, Mode::empty())?;
+                let above = info(&up);
+                if above.mnt_id != Some(id) || above.ino == here.ino {
+                    // The root of the mount: its folder, and what is above it, by path.
+                    let held = dirs
+                        .iter()
+                        .any(|d| d.dev == dev && root.starts_with(&d.path));
+                    return Ok(vec![u8::from(held)]);
                 }
-                last = Some((ino, info.mnt_id));
-                fd = nix::fcntl::openat(&fd, "..", flags, Mode::empty())?;
+                (fd, here) = (up, above);
             }
             Err(io::Error::other("deeper than a walk goes"))
         }))

@@ -3,7 +3,6 @@
 
 use super::holds::{Held, Look};
 use super::listing::{self, Seen, RELISTS};
-use super::maps::Places;
 use super::mounts::{self, Table};
 use super::pids::Mark;
 use super::proc::{self, Got, Stat};
@@ -55,7 +54,6 @@ pub fn scan(sweep: &Sweep) -> Scan {
         own_start: sweep.own_start,
         scan,
         looks_unsettled: None,
-        places: Places::default(),
     };
     let mut batch = stats;
     let mut settled = false;
@@ -329,17 +327,16 @@ fn link_pass(
 /// that are in it with its root as theirs (a chroot'ed daemon's parent, a container's shell).
 fn shown_whole(ns: &[u8], mut pid: Pid) -> Option<Table> {
     for _ in 0..ANCESTORS {
-        if pid.as_raw() <= 0 || proc::link(&format!("{pid}/ns/mnt")).ok()? != ns {
+        // Read through its folder: a pid reused meanwhile cannot answer for it.
+        let dir = proc::Dir::open(pid).ok()?;
+        if pid.as_raw() <= 0 || dir.link("ns/mnt").ok()? != ns {
             return None;
         }
-        if proc::link(&format!("{pid}/root")).ok()? == b"/" {
-            let text = proc::read(&format!("{pid}/mountinfo")).ok()?;
+        if dir.link("root").ok()? == b"/" {
+            let text = dir.read("mountinfo").ok()?;
             return Some(Table::parse(&text, Path::new("/")).read_from(pid));
         }
-        pid = proc::read(&format!("{pid}/stat"))
-            .ok()
-            .and_then(|b| proc::stat(&b))?
-            .ppid;
+        pid = dir.read("stat").ok().and_then(|b| proc::stat(&b))?.ppid;
     }
     None
 }
@@ -363,8 +360,6 @@ struct Pass {
     scan: Scan,
     /// Why a look at a process may have missed something that passes (see `Held::unsettled`).
     looks_unsettled: Option<String>,
-    /// Where the mapped files looked up so far lie.
-    places: Places,
 }
 
 impl Pass {
@@ -404,13 +399,7 @@ impl Pass {
             root: linked.root,
         };
         let mut held = linked.held;
-        look.slow(
-            &mut held,
-            linked.cwd.as_deref(),
-            cmdline,
-            maps,
-            &self.places,
-        );
+        look.slow(&mut held, linked.cwd.as_deref(), cmdline, maps);
         let denied = linked.denied.or(held.denied);
         if held.what.is_empty() {
             return self.unverified(stat, denied);
@@ -421,6 +410,7 @@ impl Pass {
         else {
             return;
         };
+        let sure = held.sure;
         let mut what = held.what;
         what.sort();
         self.scan.found.push(Found {
@@ -430,7 +420,8 @@ impl Pass {
             uid: uids[1],
             started: self.started(stat),
             what,
-            may_signal: may_signal(uids),
+            // A process whose every match is doubted is listed, never signalled.
+            may_signal: may_signal(uids) && sure,
         });
     }
 

@@ -18,8 +18,6 @@ pub struct Target {
     pub deleted: bool,
     /// Its inode number, from the `fdinfo` of the descriptor vloer-run holds.
     pub ino: Option<u64>,
-    /// It is not where it was at start: it was renamed during the run.
-    pub moved: bool,
 }
 
 /// How a path came to be matched.
@@ -93,13 +91,12 @@ impl Targets {
     }
 
     /// Whether a link that lies in a folder by its path is only maybe the folder's: a deleted
-    /// one, when a folder was renamed or deleted during the run. Its path was then another
-    /// folder's too (an empty one it replaced by a rename, one made under its name after it
-    /// was deleted), and what was deleted there reads the same. The folder's own inode is sure.
+    /// one. What was removed from another folder that had the folder's path at some time (an
+    /// empty one the folder replaced by a rename, one made under its name while it was renamed
+    /// away or after it was deleted) reads the same as what was removed from the folder. The
+    /// folder's own inode is sure.
     pub fn doubts(&self, deleted: bool, ino: Option<u64>) -> bool {
-        deleted
-            && self.dirs.iter().any(|d| d.moved || d.deleted)
-            && !ino.is_some_and(|i| self.dirs.iter().any(|d| d.ino == Some(i)))
+        deleted && !ino.is_some_and(|i| self.dirs.iter().any(|d| d.ino == Some(i)))
     }
 }
 
@@ -121,7 +118,6 @@ mod tests {
             ident: at("/x/dir"),
             deleted: false,
             ino: Some(7),
-            moved: false,
         };
         let gone = Target {
             deleted: true,
@@ -149,33 +145,18 @@ mod tests {
     }
 
     #[test]
-    fn a_deleted_link_is_doubted_once_a_folder_moved_or_was_deleted() {
-        let still = Target {
-            ident: at("/x/dir"),
-            deleted: false,
-            ino: Some(7),
-            moved: false,
-        };
-        let targets = |t: &Target| Targets {
-            dirs: vec![t.clone()],
+    fn a_deleted_link_is_doubted_unless_it_is_the_folder_s_own_inode() {
+        let targets = Targets {
+            dirs: vec![Target {
+                ident: at("/x/dir"),
+                deleted: false,
+                ino: Some(7),
+            }],
             ..Targets::default()
         };
-        assert!(!targets(&still).doubts(true, Some(9)));
-        for changed in [
-            Target {
-                moved: true,
-                ..still.clone()
-            },
-            Target {
-                deleted: true,
-                ..still.clone()
-            },
-        ] {
-            let t = targets(&changed);
-            assert!(t.doubts(true, Some(9)), "{changed:?}");
-            assert!(t.doubts(true, None), "{changed:?}");
-            assert!(!t.doubts(true, Some(7)), "its own inode: {changed:?}");
-            assert!(!t.doubts(false, Some(9)), "not deleted: {changed:?}");
-        }
+        assert!(targets.doubts(true, Some(9)));
+        assert!(targets.doubts(true, None));
+        assert!(!targets.doubts(true, Some(7)), "its own inode");
+        assert!(!targets.doubts(false, Some(9)), "not deleted");
     }
 }

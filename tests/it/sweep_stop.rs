@@ -1068,3 +1068,32 @@ fn a_non_root_run_places_its_own_users_maps_by_the_files_at_their_paths() {
     assert_eq!(v["stopped"], true, "{f}\n{v}");
     assert_eq!(read("s").trim(), "0", "{v}");
 }
+
+#[test]
+fn a_process_that_holds_only_a_deleted_file_below_the_folder_s_path_is_listed_never_signalled() {
+    let _quiet = harness::quiet();
+    // A deleted file's link reads the same whether it was removed from the folder or from
+    // another that had the folder's path at some time (one it replaced by a rename, one made
+    // under its name while it was away): a holder, so the verdict is false while it lives, but
+    // no proof to signal it on.
+    let (_dir, folder, run) = sweeping_a_folder();
+    let file = folder.join("f");
+    std::fs::write(&file, "data").unwrap();
+    let mut holder = Command::new("sh")
+        .args(["-c", "exec 3<\"$F\"; exec sleep 30"])
+        .env("F", &file)
+        .current_dir("/")
+        .spawn()
+        .expect("sh");
+    let pid = holder.id() as i32;
+    harness::wait_until("the holder to run sleep", || harness::runs(pid, "sleep"));
+    std::fs::remove_file(&file).unwrap();
+    let f = run.finish();
+    let alive = harness::state(pid).is_some_and(|s| s != 'Z');
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let v = f.verdict();
+    assert!(alive, "a doubted holder was signalled: {f}");
+    assert!(harness::sweep_lists(&v, pid, Some("fd")), "{f}");
+    assert_eq!(v["stopped"], false, "{f}");
+}
