@@ -14,7 +14,7 @@
 use super::holds::{Held, Look, What};
 use super::mounts::{self, Ident, Link, Mount, Table};
 use super::proc;
-use super::target::{By, Target};
+use super::target::{By, Node, Target};
 use crate::slowread;
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -196,6 +196,7 @@ impl Look<'_> {
     }
 
     fn link_is(&self, dir: &proc::Dir, name: &str, link: &Link) -> Is {
+        let link = &self.marked(link, None);
         let seems = self.holds(link, None);
         // A deleted link that seems to be in a folder may be into a namesake of it (one deleted
         // since, or one the folder replaced by a rename): its inode tells.
@@ -226,7 +227,7 @@ impl Look<'_> {
                     Some(proc::Ident {
                         dev: d.ident.dev,
                         ino: d.ino?,
-                        path: d.ident.path.clone(),
+                        path: (!d.deleted).then(|| d.ident.path.clone()),
                     })
                 })
                 .collect();
@@ -234,12 +235,28 @@ impl Look<'_> {
                 .table
                 .iter()
                 .chain(self.ours.iter())
-                .map(|m| (m.id, m.dev, m.root.clone()))
+                .map(|m| (m.id, m.dev, m.root.clone(), m.root_deleted))
                 .collect();
             let above = dir.walk_up(name, dirs, mounts).and_then(slowread::read);
             match above.as_deref() {
-                Ok([1]) => return Is::Held,
-                Ok([0]) => return Is::Not,
+                Ok([proc::WALK_HELD]) => return Is::Held,
+                // Above the mount's root is its mount point, a live folder: one in a folder
+                // holds it (a filesystem mounted inside it, a bind mount into it).
+                Ok([proc::WALK_AT_MOUNT_ROOT]) => {
+                    let point = info
+                        .mnt_id
+                        .and_then(|id| self.table.by_id(id).map(|m| (id, m.point.clone())));
+                    return match point {
+                        Some((id, path)) => {
+                            let point = Link {
+                                path,
+                                deleted: false,
+                            };
+                            self.settled(self.holds_by(&point, Some(id), None), &point, None)
+                        }
+                        None => is,
+                    };
+                }
                 _ => {}
             }
         }
@@ -259,7 +276,10 @@ impl Look<'_> {
         match info.mnt_id {
             // No fdinfo (closed meanwhile, or no mount id in this kernel's): the top mount's
             // answer, as the path gives it.
-            None => self.settled(self.holds(link, None), link, None),
+            None => {
+                let link = &self.marked(link, None);
+                self.settled(self.holds(link, None), link, None)
+            }
             Some(id) => self.by_mount(id, link, info.ino, || format!("its descriptor {fd}")),
         }
     }
@@ -272,11 +292,13 @@ impl Look<'_> {
         ino: Option<u64>,
         what: impl FnOnce() -> String,
     ) -> Is {
+        let link = &self.marked(link, Some(id));
         match id {
             // One of the kernel's own mounts (a memfd, shared memory): in no folder.
             0 => Is::Not,
             id if self.table.by_id(id).is_some() => {
-                self.settled(self.holds_by(link, Some(id), ino), link, ino)
+                let node = (self.table.by_id(id).zip(ino)).map(|(m, i)| (m.dev, i));
+                self.settled(self.holds_by(link, Some(id), ino), link, node)
             }
             // A mount of ours that this process's namespace does not list (a file opened
             // before it made a namespace of its own, or kept after its namespace lost the
@@ -285,7 +307,8 @@ impl Look<'_> {
                 let held = self
                     .in_ours()
                     .is_some_and(|o| o.holds_by(link, Some(id), ino));
-                self.settled(held, link, ino)
+                let node = (self.ours.by_id(id).zip(ino)).map(|(m, i)| (m.dev, i));
+                self.settled(held, link, node)
             }
             id => self
                 .on_remembered(id, link, ino)
@@ -312,12 +335,12 @@ impl Look<'_> {
             .any(|at| self.dirs.has(&at, by))
     }
 
-    /// What a placement in a folder (`held`) of `link`, of inode `ino`, proves (see
+    /// What a placement in a folder (`held`) of `link`, of device and inode `node`, proves (see
     /// `Targets::doubts`).
-    pub(super) fn settled(&self, held: bool, link: &Link, ino: Option<u64>) -> Is {
+    pub(super) fn settled(&self, held: bool, link: &Link, node: Option<Node>) -> Is {
         match held {
             false => Is::Not,
-            true if self.dirs.doubts(link.deleted, ino) => Is::Doubted(format!(
+            true if self.dirs.doubts(link.deleted, node) => Is::Doubted(format!(
                 "/proc/{}: {} was deleted below a swept folder's path, which another folder may \
                  have had too (one the swept folder replaced by a rename, one made under its \
                  name): whose it was cannot be told",
@@ -325,6 +348,21 @@ impl Look<'_> {
                 link.path.display()
             )),
             true => Is::Held,
+        }
+    }
+
+    /// `link` marked deleted when the mount it is on (`mnt_id`, or the top one at its path)
+    /// shows a removed folder: the kernel marks only a removed file's own name, and one below a
+    /// removed mount root reads as if it were at its path.
+    pub(super) fn marked(&self, link: &Link, mnt_id: Option<u64>) -> Link {
+        let mount = match mnt_id {
+            Some(id) => (self.table.by_id(id)).or_else(|| self.ours.by_id(id)),
+            None => self.table.mount_of(link, None),
+        };
+        let gone = mount.is_some_and(|m| m.root_deleted);
+        Link {
+            path: link.path.clone(),
+            deleted: link.deleted || gone,
         }
     }
 
@@ -341,7 +379,9 @@ impl Look<'_> {
             // take its id: what that mount's root places in a folder is not proof, unless
             // vloer-run itself holds the mount.
             return Some(match self.dirs.has(&m.place(link), by) {
-                true if self.dirs.pinned.contains(&id) => self.settled(true, link, ino),
+                true if self.dirs.pinned.contains(&id) => {
+                    self.settled(true, link, ino.map(|i| (m.dev, i)))
+                }
                 true => Is::Unknown(format!(
                     "/proc/{}: {} is on a mount (id {id}) detached (umount -l) since a scan \
                      saw it show a swept folder; a mount made since may have taken its id, so \
@@ -353,7 +393,7 @@ impl Look<'_> {
             });
         }
         let held = m.through(link).is_some_and(|at| self.dirs.has(&at, by));
-        Some(self.settled(held, link, ino))
+        Some(self.settled(held, link, ino.map(|i| (m.dev, i))))
     }
 }
 

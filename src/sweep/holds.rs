@@ -43,12 +43,17 @@ pub struct Held {
     pub sure: bool,
     /// Why a match may be another folder's, when one may.
     pub doubt: Option<String>,
+    /// The kinds some match proved: a thread's tables need no look for those alone.
+    proven: Vec<What>,
 }
 
 impl Held {
     /// Adds a match that proves the process holds or names a folder.
     pub(super) fn add(&mut self, what: What) {
         self.sure = true;
+        if !self.proven.contains(&what) {
+            self.proven.push(what);
+        }
         self.push(what);
     }
 
@@ -140,8 +145,9 @@ impl Look<'_> {
         let (mut fs, mut files) = (Read::new(Shared::Fs, main), Read::new(Shared::Files, main));
         let mut seen = Seen::default();
         for _ in 0..TASK_RELISTS {
-            let has = |w| held.what.contains(&w);
-            // What is found already needs no second look.
+            let has = |w| held.proven.contains(&w);
+            // What is proven already needs no second look (a doubted match may be proven by
+            // another thread's table).
             if has(What::Fd) && has(What::Cwd) && has(What::Root) {
                 return;
             }
@@ -172,7 +178,7 @@ impl Look<'_> {
         (fs, files): (&mut Read, &mut Read),
         held: &mut Held,
     ) {
-        let has = |w| held.what.contains(&w);
+        let has = |w| held.proven.contains(&w);
         let read_fs = !(has(What::Cwd) && has(What::Root)) && fs.unread(tid);
         let read_files = !has(What::Fd) && files.unread(tid);
         if !read_fs && !read_files {

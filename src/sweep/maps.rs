@@ -160,7 +160,7 @@ impl Look<'_> {
         let twofold = newlines(l.path).map(|n| by_name(&n));
         match (by_name(l.path), twofold) {
             (true, None | Some(true)) => match mounts::link_path(l.path) {
-                Some(link) => self.settled(true, &link, Some(l.ino)),
+                Some(link) => self.settled(true, &link, Some((l.dev, l.ino))),
                 None => Is::Not,
             },
             (false, Some(true)) | (true, Some(false)) => Is::Unknown(format!(

@@ -32,6 +32,8 @@ pub struct Mount {
     pub root: PathBuf,
     /// Where it is mounted, in the reader's terms (see `Table::parse`).
     pub point: PathBuf,
+    /// Its folder was removed (mountinfo marks it `//deleted`): nothing on it lies at a path.
+    pub root_deleted: bool,
 }
 
 /// The mounts of one namespace, in mountinfo's order (a later mount at the same point is on top).
@@ -158,12 +160,14 @@ fn parse_line(line: &[u8], base: &Path) -> Option<Mount> {
         Ok(rel) if !rel.as_os_str().is_empty() => base.join(rel),
         _ => base.to_path_buf(),
     };
+    let root = fields[3].strip_suffix(b"//deleted");
     Some(Mount {
         id,
         parent,
         dev: (major, minor),
-        root: normalize(&unescape(fields[3])),
+        root: normalize(&unescape(root.unwrap_or(fields[3]))),
         point: normalize(&point),
+        root_deleted: root.is_some(),
     })
 }
 
@@ -313,6 +317,18 @@ mod tests {
             id((8, 1), "/srv/data/f")
         );
         assert_eq!(t.ident(Path::new("/w/f"), None), None);
+    }
+
+    #[test]
+    fn a_mount_of_a_removed_folder_is_marked_so() {
+        let t = Table::parse(
+            b"95 71 0:42 /DIR/sub//deleted /b rw - tmpfs t rw\n96 71 0:42 /x /c rw - tmpfs t rw\n",
+            Path::new("/"),
+        );
+        let b = t.by_id(95).unwrap();
+        assert!(b.root_deleted);
+        assert_eq!(b.root, PathBuf::from("/DIR/sub"));
+        assert!(!t.by_id(96).unwrap().root_deleted);
     }
 
     #[test]

@@ -10,15 +10,25 @@ use nix::unistd::Pid;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
-/// A folder to find on a walk up `..`: its device, inode, and path in its filesystem.
+/// A folder to find on a walk up `..`: its device, inode, and path in its filesystem (none
+/// for a deleted folder: no live mount root lies below it).
 pub struct Ident {
     pub dev: (u32, u32),
     pub ino: u64,
-    pub path: std::path::PathBuf,
+    pub path: Option<std::path::PathBuf>,
 }
 
-/// A mount a walk may start on: its id, device, and the folder of the filesystem mounted there.
-pub type Mounted = (u64, (u32, u32), std::path::PathBuf);
+/// What a walk up `..` tells: the folder it started from is below a swept one, it is not
+/// (reached the root of its mount, whose folder is outside them all), or it cannot tell (the
+/// mount's folder was deleted, or the walk left the part of the filesystem the mount shows).
+/// The mount point of the mount it ended on tells the rest (see `Look::link_is`).
+pub const WALK_HELD: u8 = 1;
+pub const WALK_AT_MOUNT_ROOT: u8 = 0;
+pub const WALK_UNDECIDED: u8 = 2;
+
+/// A mount a walk may start on: its id, device, the folder of the filesystem mounted there, and
+/// whether that folder was removed.
+pub type Mounted = (u64, (u32, u32), std::path::PathBuf, bool);
 
 /// How many folders a walk up `..` passes at most (a path has at most 2048 of them).
 const WALK_STEPS: usize = 4096;
@@ -212,26 +222,32 @@ impl Dir {
             let mut fd = nix::fcntl::openat(&at, name.as_str(), flags, Mode::empty())?;
             let mut here = info(&fd);
             let id = here.mnt_id.ok_or_else(|| io::Error::other("no mount id"))?;
-            let (dev, root) = mounts
+            let (dev, root, root_deleted) = mounts
                 .iter()
                 .find(|m| m.0 == id)
-                .map(|m| (m.1, m.2.clone()))
+                .map(|m| (m.1, m.2.clone(), m.3))
                 .ok_or_else(|| io::Error::other("a mount no table shows"))?;
             for _ in 0..WALK_STEPS {
                 let ino = here
                     .ino
                     .ok_or_else(|| io::Error::other("no inode number"))?;
                 if dirs.iter().any(|d| d.ino == ino && d.dev == dev) {
-                    return Ok(vec![1]);
+                    return Ok(vec![WALK_HELD]);
                 }
                 let up = nix::fcntl::openat(&fd, "..", flags, Mode::empty())?;
                 let above = info(&up);
-                if above.mnt_id != Some(id) || above.ino == here.ino {
-                    // The root of the mount: its folder, and what is above it, by path.
-                    let held = dirs
-                        .iter()
-                        .any(|d| d.dev == dev && root.starts_with(&d.path));
-                    return Ok(vec![u8::from(held)]);
+                let crossed = above.mnt_id != Some(id);
+                if crossed || above.ino == here.ino {
+                    // The root of the mount: its folder, and what is above it, by path. The
+                    // root of the filesystem is the mount's only when the mount shows it all
+                    // (a folder moved out of a bind mount's part walks up past its root).
+                    if root_deleted || (!crossed && root != std::path::Path::new("/")) {
+                        return Ok(vec![WALK_UNDECIDED]);
+                    }
+                    let held = dirs.iter().any(|d| {
+                        d.dev == dev && d.path.as_ref().is_some_and(|p| root.starts_with(p))
+                    });
+                    return Ok(vec![if held { WALK_HELD } else { WALK_AT_MOUNT_ROOT }]);
                 }
                 (fd, here) = (up, above);
             }

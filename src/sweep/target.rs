@@ -20,6 +20,9 @@ pub struct Target {
     pub ino: Option<u64>,
 }
 
+/// A file's device and inode number.
+pub type Node = ((u32, u32), u64);
+
 /// How a path came to be matched.
 #[derive(Clone, Copy, Debug)]
 pub enum By {
@@ -94,9 +97,11 @@ impl Targets {
     /// one. What was removed from another folder that had the folder's path at some time (an
     /// empty one the folder replaced by a rename, one made under its name while it was renamed
     /// away or after it was deleted) reads the same as what was removed from the folder. The
-    /// folder's own inode is sure.
-    pub fn doubts(&self, deleted: bool, ino: Option<u64>) -> bool {
-        deleted && !ino.is_some_and(|i| self.dirs.iter().any(|d| d.ino == Some(i)))
+    /// folder's own inode (on its own device) is sure.
+    pub fn doubts(&self, deleted: bool, node: Option<Node>) -> bool {
+        let own =
+            |(dev, ino): Node| (self.dirs.iter()).any(|d| d.ino == Some(ino) && d.ident.dev == dev);
+        deleted && !node.is_some_and(own)
     }
 }
 
@@ -154,9 +159,13 @@ mod tests {
             }],
             ..Targets::default()
         };
-        assert!(targets.doubts(true, Some(9)));
+        assert!(targets.doubts(true, Some(((8, 1), 9))));
         assert!(targets.doubts(true, None));
-        assert!(!targets.doubts(true, Some(7)), "its own inode");
-        assert!(!targets.doubts(false, Some(9)), "not deleted");
+        assert!(!targets.doubts(true, Some(((8, 1), 7))), "its own inode");
+        assert!(
+            targets.doubts(true, Some(((0, 40), 7))),
+            "its number on another device"
+        );
+        assert!(!targets.doubts(false, Some(((8, 1), 9))), "not deleted");
     }
 }

@@ -788,6 +788,15 @@ fn a_thread_with_a_file_table_of_its_own_is_found() {
 }
 
 #[test]
+fn a_thread_s_own_file_table_proves_what_a_doubted_descriptor_of_the_main_one_does_not() {
+    let _quiet = harness::quiet();
+    // Every table has a removed file of the folder (only doubted: see `Targets::doubts`); the
+    // last thread's also has a file in it. That proves it: the process is stopped (the doubted
+    // match kept the thread's table from being read, and it was never signalled).
+    helper_in_the_folder_is_stopped(&["thread-files", "2"], "fd", |run| run, Some("doomed"));
+}
+
+#[test]
 fn a_file_registered_with_an_io_uring_ring_is_found() {
     let _quiet = harness::quiet();
     // The process closed its descriptor of the file: only the ring's fdinfo names it.
@@ -801,6 +810,17 @@ fn a_file_registered_with_an_io_uring_ring_is_found() {
 /// (made through `wrap`), after which the run ends: the helper is stopped and listed, holding the
 /// folder by `what`.
 fn thread_in_the_folder_is_stopped(args: &[&str], what: &str, wrap: fn(Run) -> Run) {
+    helper_in_the_folder_is_stopped(args, what, wrap, None);
+}
+
+/// `thread_in_the_folder_is_stopped`, the helper holding `doomed` (a file of the folder, removed
+/// once it is ready) on descriptor 3 of every file table it has.
+fn helper_in_the_folder_is_stopped(
+    args: &[&str],
+    what: &str,
+    wrap: fn(Run) -> Run,
+    doomed: Option<&str>,
+) {
     let how = args.join(" ");
     let dir = harness::tempdir();
     let folder = dir.path().join("w");
@@ -809,14 +829,27 @@ fn thread_in_the_folder_is_stopped(args: &[&str], what: &str, wrap: fn(Run) -> R
     let folder_s = harness::path_str(&folder);
     let run = wrap(Run::new(["--sweep", &folder_s, "--", "sleep", "0.5"])).start();
     std::thread::sleep(Duration::from_millis(100));
-    let mut worker = Command::new(harness::helper())
-        .args(args)
-        .arg(harness::path_str(&ready))
-        .env("HELPER_DIR", &folder)
-        .current_dir("/")
-        .spawn()
-        .expect("the helper");
+    let doomed = doomed.map(|name| folder.join(name));
+    let mut worker = match &doomed {
+        None => Command::new(harness::helper()),
+        Some(file) => {
+            std::fs::write(file, "data").unwrap();
+            let mut sh = Command::new("sh");
+            sh.args(["-c", "exec 3<\"$F\"; exec \"$0\" \"$@\"", harness::helper()])
+                .env("F", file);
+            sh
+        }
+    }
+    .args(args)
+    .arg(harness::path_str(&ready))
+    .env("HELPER_DIR", &folder)
+    .current_dir("/")
+    .spawn()
+    .expect("the helper");
     let pid = harness::wait_for_pids(&ready)[0];
+    if let Some(file) = &doomed {
+        std::fs::remove_file(file).unwrap();
+    }
     let f = run.finish();
     // Alive while a thread is: a main thread that exited shows Z. A killed thread leaves the
     // task list a moment after its group is gone (which is what vloer-run waits for): a few
@@ -1095,5 +1128,55 @@ fn a_process_that_holds_only_a_deleted_file_below_the_folder_s_path_is_listed_ne
     let v = f.verdict();
     assert!(alive, "a doubted holder was signalled: {f}");
     assert!(harness::sweep_lists(&v, pid, Some("fd")), "{f}");
+    assert_eq!(v["stopped"], false, "{f}");
+}
+
+#[test]
+fn a_process_in_a_removed_namesake_shown_by_a_bind_mount_is_listed_never_signalled() {
+    let _quiet = harness::quiet();
+    // While the folder is away (renamed), a namesake is made with a subfolder, which is bound
+    // elsewhere; a process works in a folder of it; all of that is removed and the folder comes
+    // back. The bind mount shows a removed folder whose old path lies below the folder's: the
+    // process's way up ends at that mount, and whose folder it was cannot be told. It is
+    // listed, the verdict is false, and it is never signalled (it was taken for the folder's
+    // by the mount's path, and stopped).
+    if !harness::is_root() {
+        harness::skip("a bind mount needs root");
+        return;
+    }
+    let dir = harness::tempdir();
+    let folder = dir.path().join("w");
+    let (away, view) = (dir.path().join("away"), dir.path().join("view"));
+    std::fs::create_dir(&folder).unwrap();
+    std::fs::create_dir(&view).unwrap();
+    let sock = harness::path_str(&dir.path().join("s"));
+    let run = controlled_sweep(&harness::path_str(&folder), &sock);
+    std::fs::rename(&folder, &away).unwrap();
+    std::fs::create_dir_all(folder.join("sub/t")).unwrap();
+    let bound = Command::new("mount")
+        .args(["--bind", &harness::path_str(&folder.join("sub"))])
+        .arg(&view)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(bound, "mount --bind");
+    let _view = harness::Mounted(view.clone());
+    let mut bystander = sleeper_in(&view.join("t"));
+    let pid = bystander.id() as i32;
+    harness::wait_until("the bystander to run", || harness::runs(pid, "sleep"));
+    std::fs::remove_dir(view.join("t")).unwrap();
+    std::fs::remove_dir(folder.join("sub")).unwrap();
+    std::fs::remove_dir(&folder).unwrap();
+    std::fs::rename(&away, &folder).unwrap();
+    let _ = Run::new(["stop", "--control", &sock]).finish();
+    let f = run.finish();
+    let alive = harness::state(pid).is_some_and(|s| s != 'Z');
+    let _ = bystander.kill();
+    let _ = bystander.wait();
+    let v = f.verdict();
+    assert!(
+        alive,
+        "a process whose folder cannot be told was signalled: {f}"
+    );
+    assert!(harness::sweep_lists(&v, pid, Some("cwd")), "{f}");
     assert_eq!(v["stopped"], false, "{f}");
 }
