@@ -188,7 +188,9 @@ impl SweepStop {
                 }
                 continue;
             }
-            let mut waiting = lingering > 0;
+            // One that held a folder, or could not be looked at, and is gone since: the next
+            // scan may be clean (one that was exiting while this one looked, say).
+            let mut waiting = lingering > 0 || self.last.ended();
             for f in &stoppable {
                 waiting |= self.stop_one(f, kill);
             }
@@ -274,12 +276,6 @@ impl SweepStop {
             self.last = scan;
         }
         let lingering = self.lingering(false);
-        let alive = |pid: Pid, starttime: u64| {
-            proctable::read(pid)
-                .ok()
-                .flatten()
-                .filter(|p| p.starttime == starttime && p.is_live())
-        };
         let mut survivors: Vec<Proc> = self
             .last
             .found
@@ -328,6 +324,25 @@ impl SweepStop {
             Scope::Group(pgid) if p.pgid != pgid => false,
             _ => in_tree(p),
         }
+    }
+}
+
+/// The process on `pid` that started at `starttime`, while it lives.
+fn alive(pid: Pid, starttime: u64) -> Option<Proc> {
+    proctable::read(pid)
+        .ok()
+        .flatten()
+        .filter(|p| p.starttime == starttime && p.is_live())
+}
+
+impl Scan {
+    /// Whether a process this scan found, or could not look at, has ended since.
+    fn ended(&self) -> bool {
+        let found = self.found.iter().map(|f| (f.pid, f.starttime));
+        let unseen = self.unverified.iter().map(|u| (u.pid, u.starttime));
+        found
+            .chain(unseen)
+            .any(|(pid, start)| alive(pid, start).is_none())
     }
 }
 
