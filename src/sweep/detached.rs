@@ -196,11 +196,12 @@ impl Look<'_> {
     }
 
     fn link_is(&self, dir: &proc::Dir, name: &str, link: &Link) -> Is {
-        let link = &self.marked(link, None);
         let seems = self.holds(link, None);
         // A deleted link that seems to be in a folder may be into a namesake of it (one deleted
-        // since, or one the folder replaced by a rename): its inode tells.
-        if seems && !link.deleted {
+        // since, or one the folder replaced by a rename): its inode tells. So does the mount
+        // of a live one whose top mount shows a removed folder (it may lie beneath that one).
+        let top_removed = (self.table.mount_of(link, None)).is_some_and(|m| m.root_deleted);
+        if seems && !link.deleted && !top_removed {
             return Is::Held;
         }
         // Only a link that another mount than the top one at its path would place in a folder
@@ -235,7 +236,13 @@ impl Look<'_> {
                 .table
                 .iter()
                 .chain(self.ours.iter())
-                .map(|m| (m.id, m.dev, m.root.clone(), m.root_deleted))
+                .map(|m| proc::Mounted {
+                    id: m.id,
+                    parent: m.parent,
+                    dev: m.dev,
+                    root: m.root.clone(),
+                    root_deleted: m.root_deleted,
+                })
                 .collect();
             let above = dir.walk_up(name, dirs, mounts).and_then(slowread::read);
             match above.as_deref() {
@@ -276,10 +283,7 @@ impl Look<'_> {
         match info.mnt_id {
             // No fdinfo (closed meanwhile, or no mount id in this kernel's): the top mount's
             // answer, as the path gives it.
-            None => {
-                let link = &self.marked(link, None);
-                self.settled(self.holds(link, None), link, None)
-            }
+            None => self.settled(self.holds(link, None), link, None),
             Some(id) => self.by_mount(id, link, info.ino, || format!("its descriptor {fd}")),
         }
     }
@@ -292,7 +296,7 @@ impl Look<'_> {
         ino: Option<u64>,
         what: impl FnOnce() -> String,
     ) -> Is {
-        let link = &self.marked(link, Some(id));
+        let link = &self.marked(link, id);
         match id {
             // One of the kernel's own mounts (a memfd, shared memory): in no folder.
             0 => Is::Not,
@@ -351,14 +355,11 @@ impl Look<'_> {
         }
     }
 
-    /// `link` marked deleted when the mount it is on (`mnt_id`, or the top one at its path)
-    /// shows a removed folder: the kernel marks only a removed file's own name, and one below a
-    /// removed mount root reads as if it were at its path.
-    pub(super) fn marked(&self, link: &Link, mnt_id: Option<u64>) -> Link {
-        let mount = match mnt_id {
-            Some(id) => (self.table.by_id(id)).or_else(|| self.ours.by_id(id)),
-            None => self.table.mount_of(link, None),
-        };
+    /// `link` marked deleted when mount `id`, the one it is on, shows a removed folder: the
+    /// kernel marks only a removed file's own name, and one below a removed mount root reads as
+    /// if it were at its path. (Never the top mount at its path: the link may lie beneath.)
+    pub(super) fn marked(&self, link: &Link, id: u64) -> Link {
+        let mount = (self.table.by_id(id)).or_else(|| self.ours.by_id(id));
         let gone = mount.is_some_and(|m| m.root_deleted);
         Link {
             path: link.path.clone(),

@@ -26,9 +26,16 @@ pub const WALK_HELD: u8 = 1;
 pub const WALK_AT_MOUNT_ROOT: u8 = 0;
 pub const WALK_UNDECIDED: u8 = 2;
 
-/// A mount a walk may start on: its id, device, the folder of the filesystem mounted there, and
-/// whether that folder was removed.
-pub type Mounted = (u64, (u32, u32), std::path::PathBuf, bool);
+/// A mount a walk may start on, as a table lists it.
+pub struct Mounted {
+    pub id: u64,
+    pub parent: u64,
+    pub dev: (u32, u32),
+    /// The folder of the filesystem mounted there.
+    pub root: std::path::PathBuf,
+    /// That folder was removed.
+    pub root_deleted: bool,
+}
 
 /// How many folders a walk up `..` passes at most (a path has at most 2048 of them).
 const WALK_STEPS: usize = 4096;
@@ -222,10 +229,15 @@ impl Dir {
             let mut fd = nix::fcntl::openat(&at, name.as_str(), flags, Mode::empty())?;
             let mut here = info(&fd);
             let id = here.mnt_id.ok_or_else(|| io::Error::other("no mount id"))?;
-            let (dev, root, root_deleted) = mounts
-                .iter()
-                .find(|m| m.0 == id)
-                .map(|m| (m.1, m.2.clone(), m.3))
+            let Mounted {
+                parent,
+                dev,
+                root,
+                root_deleted,
+                ..
+            } = mounts
+                .into_iter()
+                .find(|m| m.id == id)
                 .ok_or_else(|| io::Error::other("a mount no table shows"))?;
             for _ in 0..WALK_STEPS {
                 let ino = here
@@ -241,7 +253,10 @@ impl Dir {
                     // The root of the mount: its folder, and what is above it, by path. The
                     // root of the filesystem is the mount's only when the mount shows it all
                     // (a folder moved out of a bind mount's part walks up past its root).
-                    if root_deleted || (!crossed && root != std::path::Path::new("/")) {
+                    // `..` follows a mount stacked on the folder above: a mount that is not
+                    // the one this one is mounted on was reached from below its root.
+                    let stacked = crossed && above.mnt_id != Some(parent);
+                    if root_deleted || stacked || (!crossed && root != std::path::Path::new("/")) {
                         return Ok(vec![WALK_UNDECIDED]);
                     }
                     let held = dirs.iter().any(|d| {

@@ -1658,3 +1658,54 @@ fn a_removed_folder_with_a_swept_folder_s_inode_number_on_another_filesystem_is_
     assert_eq!(inst.what(bystander.pid()), None, "{sweep}");
     assert_eq!(unverified_why(&sweep, bystander.pid()), None, "{sweep}");
 }
+
+#[test]
+fn a_folder_covered_by_a_bind_mount_of_a_removed_one_is_still_held_by_its_workers() {
+    let _quiet = harness::quiet();
+    if needs_root("a bind mount") {
+        return;
+    }
+    // Once the folder is covered by a bind mount of a folder that is then removed, the top
+    // mount at its path shows a removed folder; the processes working in the folder and in a
+    // subfolder of it are on the mount beneath, which tells (they were taken for deleted by the
+    // top mount, and for nothing).
+    let f = Folder::new();
+    let sub = f.dir().join("sub");
+    let gone = f.top().join("gone");
+    std::fs::create_dir_all(&sub).unwrap();
+    std::fs::create_dir(&gone).unwrap();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let workers = [&f.dir(), &sub].map(|at| Outside::start("exec sleep 1000", at, &[], "sleep"));
+    let Some(_covered) = Mounted::bind(&gone, &f.dir()) else {
+        return;
+    };
+    std::fs::remove_dir(&gone).unwrap();
+    let sweep = inst.sweep();
+    // (Its argument names the folder too, wherever the top mount leads.)
+    for w in &workers {
+        assert_eq!(inst.what(w.pid()), what(&["cwd", "argv"]), "{sweep}");
+    }
+}
+
+#[test]
+fn a_way_up_that_meets_a_mount_stacked_on_a_folder_above_proves_nothing() {
+    let _quiet = harness::quiet();
+    if needs_root("mounting a tmpfs") {
+        return;
+    }
+    // A process works in a subfolder of the folder's subfolder `m`, which is removed; then a
+    // tmpfs is mounted on `m`. The way up `..` from the removed folder steps onto that tmpfs
+    // (the kernel follows mounts on `..`), whose root and mount point are not the way the
+    // process came: it is a holder no one can prove, listed (it was taken for nothing).
+    let f = Folder::new();
+    let (m, q) = (f.dir().join("m"), f.dir().join("m/q"));
+    std::fs::create_dir_all(&q).unwrap();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let p = Outside::start("exec sleep 1000", &q, &[], "sleep");
+    std::fs::remove_dir(&q).unwrap();
+    let Some(_over) = Mounted::tmpfs(&m) else {
+        return;
+    };
+    let sweep = inst.sweep();
+    assert_eq!(inst.what(p.pid()), what(&["cwd"]), "{sweep}");
+}
