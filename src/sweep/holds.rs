@@ -1,9 +1,9 @@
 //! What one process holds (its working directory, root, executable, open files, file-backed
 //! maps) and names (its command-line arguments), matched against the swept folders' identities.
 
-use super::detached::Is;
 use super::listing::{self, Seen, TASK_RELISTS};
 use super::mounts::{self, Link, Mount, Table};
+use super::placing::Is;
 use super::proc::{self, Got};
 use super::target::{By, Targets};
 use super::uring;
@@ -11,10 +11,8 @@ use crate::sys::{self, Shared};
 use nix::unistd::Pid;
 use serde::Serialize;
 use std::cmp::Ordering;
-use std::ffi::OsStr;
 use std::io;
-use std::os::unix::ffi::OsStrExt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 /// How a process holds or names a swept folder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -355,49 +353,6 @@ impl Look<'_> {
                 .as_ref()
                 .is_some_and(|r| self.table.mount_of(r, None).is_none())
     }
-
-    /// Whether an argument, resolved as the process would resolve it, is at or below a swept
-    /// folder.
-    fn names(&self, argv: &[u8], cwd: Option<&Path>) -> bool {
-        // Its root, in our terms: a process whose root cannot be read, or was deleted, names
-        // nothing that can be placed.
-        let Some(root) = self.root.as_ref().filter(|r| !r.deleted) else {
-            return false;
-        };
-        argv.split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .any(|arg| {
-                let arg = Path::new(OsStr::from_bytes(arg));
-                let Some(path) = resolve(arg, cwd, root) else {
-                    return false;
-                };
-                // A name, not a link: it never names a deleted folder.
-                self.table
-                    .mount_of(&path, None)
-                    .is_some_and(|m| self.within(&path, m, By::Name))
-            })
-    }
-}
-
-/// Where argument `arg` leads, in our terms: an absolute one from the process's `root` (a
-/// chroot'ed process's `/data` is its root's `data`), a relative one from its working directory
-/// `cwd`, one component at a time as the kernel walks it: `..` never leaves the root, even on a
-/// way that began outside it (a chroot without a chdir).
-fn resolve(arg: &Path, cwd: Option<&Path>, root: &Path) -> Option<PathBuf> {
-    let mut at = match arg.is_absolute() {
-        true => root.to_path_buf(),
-        false => cwd?.to_path_buf(),
-    };
-    for part in arg.components() {
-        match part {
-            Component::Normal(name) => at.push(name),
-            Component::ParentDir if at != root => {
-                at.pop();
-            }
-            _ => {}
-        }
-    }
-    Some(at)
 }
 
 /// The threads whose table of one kind (file table, or working directory and root) was read,
@@ -450,48 +405,6 @@ fn place(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn arguments_resolve_from_the_process_s_root_and_never_climb_above_it() {
-        let at = |arg: &str, cwd: Option<&str>, root: &str| {
-            resolve(Path::new(arg), cwd.map(Path::new), Path::new(root))
-                .map(|p| p.display().to_string())
-        };
-        assert_eq!(at("/data/f", None, "/").as_deref(), Some("/data/f"));
-        assert_eq!(
-            at("/data/f", None, "/srv/jail").as_deref(),
-            Some("/srv/jail/data/f")
-        );
-        assert_eq!(
-            at("/../../etc", None, "/srv/jail").as_deref(),
-            Some("/srv/jail/etc")
-        );
-        assert_eq!(
-            at("f", None, "/"),
-            None,
-            "relative, with no working directory"
-        );
-        let cwd = Some("/srv/jail/a/b");
-        assert_eq!(
-            at("../c", cwd, "/srv/jail").as_deref(),
-            Some("/srv/jail/a/c")
-        );
-        assert_eq!(
-            at("../../../../x", cwd, "/srv/jail").as_deref(),
-            Some("/srv/jail/x")
-        );
-        assert_eq!(
-            at("../../x", Some("/tmp/a"), "/srv/jail").as_deref(),
-            Some("/x")
-        );
-        assert_eq!(at("sub", Some("/w"), "/").as_deref(), Some("/w/sub"));
-        // Outside its root, `..` climbs until it meets the root, and stops there.
-        assert_eq!(
-            at("jail/../../x", Some("/srv"), "/srv/jail").as_deref(),
-            Some("/srv/jail/x")
-        );
-        assert_eq!(at("./a/./b/", Some("/w"), "/").as_deref(), Some("/w/a/b"));
-    }
 
     #[test]
     fn place_finds_an_equal_item_or_where_an_unequal_one_goes() {

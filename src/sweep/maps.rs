@@ -6,9 +6,9 @@
 //! once per scan (see `Places`), on the reader thread: opening a `map_files` link takes the
 //! process's memory lock.
 
-use super::detached::Is;
 use super::holds::{Held, Look, What};
 use super::mounts::{self, Link};
+use super::placing::Is;
 use super::proc;
 use super::target::By;
 use crate::slowread;

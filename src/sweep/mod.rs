@@ -2,13 +2,16 @@
 //! a swept folder. Everything is learned from `/proc` (link texts, `fdinfo`, `mountinfo`, `maps`),
 //! never from a `stat` that would wait on a hung filesystem's server.
 
+mod args;
 mod detached;
 mod dir;
 mod holds;
 mod listing;
 mod maps;
 mod mounts;
+mod pass;
 mod pids;
+mod placing;
 mod proc;
 mod report;
 mod scan;

@@ -4,10 +4,11 @@
 use super::holds::{Held, Look};
 use super::listing::{self, Seen, RELISTS};
 use super::mounts::{self, Table};
+use super::pass::Pass;
 use super::pids::Mark;
 use super::proc::{self, Got, Stat};
 use super::target::Targets;
-use super::{Found, Scan, Started, Sweep, Unverified};
+use super::{Scan, Sweep};
 use crate::slowread;
 use nix::unistd::Pid;
 use std::collections::{HashMap, HashSet};
@@ -193,25 +194,25 @@ fn slow_reads(batch: &[&Stat]) -> Vec<Slow> {
 }
 
 /// Other namespaces' tables, by namespace and the root they were read from (None: unreadable).
-type Others = HashMap<(Vec<u8>, PathBuf), Table>;
+pub(super) type Others = HashMap<(Vec<u8>, PathBuf), Table>;
 
 /// What the link pass learned of one process.
-struct Linked {
+pub(super) struct Linked {
     /// Its namespace and root when its namespace is not ours.
-    key: Option<(Vec<u8>, PathBuf)>,
-    root: Option<mounts::Link>,
-    cwd: Option<PathBuf>,
-    held: Held,
-    denied: Option<String>,
+    pub key: Option<(Vec<u8>, PathBuf)>,
+    pub root: Option<mounts::Link>,
+    pub cwd: Option<PathBuf>,
+    pub held: Held,
+    pub denied: Option<String>,
     /// Its links could not be looked at at all.
-    unseen: bool,
+    pub unseen: bool,
     /// Its uids, read through the folder its links were read through: what it held stays a
     /// finding even when it has exited by the time the scan records it (a process that keeps
     /// forking away from its pid is gone a moment after it is read).
-    own: Option<[u32; 3]>,
+    pub own: Option<[u32; 3]>,
     /// The stat read through that folder when it is another process's than the stat the look
     /// began with (the pid was reused in between): the process whose links these are.
-    other: Option<Stat>,
+    pub other: Option<Stat>,
 }
 
 fn link_pass(
@@ -354,111 +355,6 @@ fn live_thread(dir: &proc::Dir) -> Option<proc::Dir> {
         .find(|task| task.link("ns/mnt").ok().is_some())
 }
 
-/// What one scan found so far.
-struct Pass {
-    own_start: u64,
-    scan: Scan,
-    /// Why a look at a process may have missed something that passes (see `Held::unsettled`).
-    looks_unsettled: Option<String>,
-}
-
-impl Pass {
-    #[allow(clippy::too_many_arguments)]
-    fn finish(
-        &mut self,
-        stat_listed: &Stat,
-        mut linked: Linked,
-        ours: &Table,
-        others: &Others,
-        dirs: &Targets,
-        cmdline: Got<Vec<u8>>,
-        maps: Got<Vec<u8>>,
-    ) {
-        if let Some(why) = linked.held.unsettled.take() {
-            self.looks_unsettled.get_or_insert(why);
-        }
-        let stat = linked.other.take();
-        let stat = stat.as_ref().unwrap_or(stat_listed);
-        let pid = stat.pid;
-        let table = match &linked.key {
-            None => ours,
-            Some(key) => match others.get(key) {
-                Some(t) => t,
-                None => return self.unverified(stat, linked.denied),
-            },
-        };
-        if linked.unseen {
-            return self.unverified(stat, linked.denied);
-        }
-        let look = Look {
-            pid,
-            ns: None,
-            table,
-            ours,
-            dirs,
-            root: linked.root,
-        };
-        let mut held = linked.held;
-        look.slow(&mut held, linked.cwd.as_deref(), cmdline, maps);
-        let denied = linked.denied.or(held.denied);
-        if held.what.is_empty() {
-            return self.unverified(stat, denied);
-        }
-        let Some(uids) = linked
-            .own
-            .or_else(|| same_process(stat).then(|| proc::uids(pid)).flatten())
-        else {
-            return;
-        };
-        let sure = held.sure;
-        let mut what = held.what;
-        what.sort();
-        self.scan.found.push(Found {
-            pid,
-            starttime: stat.starttime,
-            comm: stat.comm.clone(),
-            uid: uids[1],
-            started: self.started(stat),
-            what,
-            // A process whose every match is doubted is listed, never signalled.
-            may_signal: may_signal(uids) && sure,
-        });
-    }
-
-    fn unverified(&mut self, stat: &Stat, why: Option<String>) {
-        let Some(why) = why else {
-            return;
-        };
-        if !same_process(stat) {
-            return;
-        }
-        self.scan.unverified.push(Unverified {
-            pid: stat.pid,
-            comm: stat.comm.clone(),
-            starttime: stat.starttime,
-            started: self.started(stat),
-            why,
-        });
-    }
-
-    fn started(&self, stat: &Stat) -> Started {
-        if stat.starttime > self.own_start {
-            Started::During
-        } else {
-            Started::Before
-        }
-    }
-}
-
-/// Whether the pid still names the process whose stat began the look (not one that reused its
-/// number since).
-fn same_process(stat: &Stat) -> bool {
-    proc::read(&format!("{}/stat", stat.pid))
-        .ok()
-        .and_then(|b| proc::stat(&b))
-        .is_some_and(|now| now.starttime == stat.starttime)
-}
-
 /// What a read gave, keeping the first reason one was denied.
 fn take<T>(got: Got<T>, denied: &mut Option<String>) -> Option<T> {
     match got {
@@ -469,14 +365,4 @@ fn take<T>(got: Got<T>, denied: &mut Option<String>) -> Option<T> {
             None
         }
     }
-}
-
-/// The kernel lets us signal a process when we are root, or when our real or effective uid is
-/// its real or saved uid.
-fn may_signal([real, _, saved]: [u32; 3]) -> bool {
-    let (ruid, euid) = (
-        nix::unistd::getuid().as_raw(),
-        nix::unistd::geteuid().as_raw(),
-    );
-    euid == 0 || [ruid, euid].iter().any(|u| *u == real || *u == saved)
 }

@@ -1,0 +1,263 @@
+//! Where one link lies: by the mount it is on (its id from `fdinfo`), in this namespace's table,
+//! in ours, or on a mount a scan remembered (see `detached`); and, for a deleted working
+//! directory or root, by its way up `..`.
+
+use super::holds::{Held, Look, What};
+use super::mounts::Link;
+use super::proc;
+use super::target::{By, Node};
+use crate::slowread;
+
+/// What a look at one link made of it.
+pub enum Is {
+    Held,
+    Not,
+    /// It may lie in a folder, on a mount nothing tells where: why, in words.
+    Unknown(String),
+    /// It lies in a folder by its path, which another folder may have had too: why, in words.
+    /// It counts against the proof, and is no reason to signal the process.
+    Doubted(String),
+}
+
+impl Look<'_> {
+    /// Judges the link `name` (`cwd`, `root`, `exe`) of `dir`, read as `link`, adding `what`
+    /// to `held` when it holds a folder.
+    pub(super) fn judge(
+        &self,
+        dir: &proc::Dir,
+        name: &str,
+        link: &Link,
+        what: What,
+        held: &mut Held,
+    ) {
+        held.judged(what, self.link_is(dir, name, link));
+    }
+
+    fn link_is(&self, dir: &proc::Dir, name: &str, link: &Link) -> Is {
+        let seems = self.holds(link, None);
+        // A deleted link that seems to be in a folder may be into a namesake of it (one deleted
+        // since, or one the folder replaced by a rename): its inode tells. So does the mount
+        // of a live one whose top mount shows a removed folder (it may lie beneath that one).
+        let top_removed = (self.table.mount_of(link, None)).is_some_and(|m| m.root_deleted);
+        if seems && !link.deleted && !top_removed {
+            return Is::Held;
+        }
+        // Only a link that another mount than the top one at its path would place in a folder
+        // (one stacked over the folder since, one of ours, a lost one) is worth a descriptor.
+        let ours = self.in_ours();
+        let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
+        let by_text = seems || self.could_hold(link) || by_ours || self.remembered_fits(link);
+        if !by_text && self.table.whole {
+            return Is::Not;
+        }
+        let info = dir.link_info(name);
+        let is = match info.mnt_id {
+            None if link.deleted => self.settled(seems, link, None),
+            None => Is::Not,
+            Some(id) => self.by_mount(id, link, info.ino, || format!("its {}", plain(name))),
+        };
+        // A deleted folder's own `..` tells whether it was below a swept one, whatever its
+        // path reads.
+        if matches!(is, Is::Doubted(_)) && matches!(name, "cwd" | "root") {
+            let dirs = self
+                .dirs
+                .iter()
+                .filter_map(|d| {
+                    Some(proc::Ident {
+                        dev: d.ident.dev,
+                        ino: d.ino?,
+                        path: (!d.deleted).then(|| d.ident.path.clone()),
+                    })
+                })
+                .collect();
+            let mounts = self
+                .table
+                .iter()
+                .chain(self.ours.iter())
+                .map(|m| proc::Mounted {
+                    id: m.id,
+                    parent: m.parent,
+                    dev: m.dev,
+                    root: m.root.clone(),
+                    root_deleted: m.root_deleted,
+                })
+                .collect();
+            let above = dir.walk_up(name, dirs, mounts).and_then(slowread::read);
+            match above.as_deref() {
+                Ok([proc::WALK_HELD]) => return Is::Held,
+                // Above the mount's root is its mount point, a live folder: one in a folder
+                // holds it (a filesystem mounted inside it, a bind mount into it).
+                Ok([proc::WALK_AT_MOUNT_ROOT]) => {
+                    let point = info
+                        .mnt_id
+                        .and_then(|id| self.table.by_id(id).map(|m| (id, m.point.clone())));
+                    return match point {
+                        Some((id, path)) => {
+                            let point = Link {
+                                path,
+                                deleted: false,
+                            };
+                            self.settled(self.holds_by(&point, Some(id), None), &point, None)
+                        }
+                        None => is,
+                    };
+                }
+                _ => {}
+            }
+        }
+        is
+    }
+
+    /// Whether descriptor `fd` of `dir`, its link read as `link`, holds a folder.
+    pub(super) fn fd_is(&self, dir: &proc::Dir, fd: &str, link: &Link) -> Is {
+        let by_table = self.could_hold(link);
+        let ours = self.in_ours();
+        let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
+        // A table that does not show every mount leaves every path to its mount id.
+        if !by_table && !by_ours && !self.remembered_fits(link) && self.table.whole {
+            return Is::Not;
+        }
+        let info = dir.fdinfo(fd);
+        match info.mnt_id {
+            // No fdinfo (closed meanwhile, or no mount id in this kernel's): the top mount's
+            // answer, as the path gives it.
+            None => self.settled(self.holds(link, None), link, None),
+            Some(id) => self.by_mount(id, link, info.ino, || format!("its descriptor {fd}")),
+        }
+    }
+
+    /// Where `link` lies, reached through mount `id` (`what` names the link in words).
+    pub(super) fn by_mount(
+        &self,
+        id: u64,
+        link: &Link,
+        ino: Option<u64>,
+        what: impl FnOnce() -> String,
+    ) -> Is {
+        let link = &self.marked(link, id);
+        match id {
+            // One of the kernel's own mounts (a memfd, shared memory): in no folder.
+            0 => Is::Not,
+            id if self.table.by_id(id).is_some() => {
+                let node = (self.table.by_id(id).zip(ino)).map(|(m, i)| (m.dev, i));
+                self.settled(self.holds_by(link, Some(id), ino), link, node)
+            }
+            // A mount of ours that this process's namespace does not list (a file opened
+            // before it made a namespace of its own, or kept after its namespace lost the
+            // mount): the link reads as a path of ours.
+            id if self.dirs.ours(id) => {
+                let held = self
+                    .in_ours()
+                    .is_some_and(|o| o.holds_by(link, Some(id), ino));
+                let node = (self.ours.by_id(id).zip(ino)).map(|(m, i)| (m.dev, i));
+                self.settled(held, link, node)
+            }
+            id => self
+                .on_remembered(id, link, ino)
+                .unwrap_or_else(|| Is::Unknown(unknown(&what(), link, id, self))),
+        }
+    }
+
+    /// Whether some remembered mount that is in no table now would place `link` in a folder: a
+    /// lost one (the link read from its root), or another namespace's (the
+    /// link read in that namespace's terms, as the kernel writes a link into a mount of a
+    /// namespace not the holder's, one opened through `/proc/PID/root`).
+    pub(super) fn remembered_fits(&self, link: &Link) -> bool {
+        let by = By::Link {
+            deleted: link.deleted,
+            ino: None,
+        };
+        // (One the table lists may be among them: this only tells whether fdinfo is worth a
+        // read, and the table's own mounts are judged there first.)
+        let (lost, foreign) = &self.dirs.places;
+        let lost = lost.iter().map(|m| Some(m.place(link)));
+        let foreign = foreign.iter().map(|m| m.through(link));
+        lost.chain(foreign)
+            .flatten()
+            .any(|at| self.dirs.has(&at, by))
+    }
+
+    /// What a placement in a folder (`held`) of `link`, of device and inode `node`, proves (see
+    /// `Targets::doubts`).
+    pub(super) fn settled(&self, held: bool, link: &Link, node: Option<Node>) -> Is {
+        match held {
+            false => Is::Not,
+            true if self.dirs.doubts(link.deleted, node) => Is::Doubted(format!(
+                "/proc/{}: {} was deleted below a swept folder's path, which another folder may \
+                 have had too (one the swept folder replaced by a rename, one made under its \
+                 name): whose it was cannot be told",
+                self.pid,
+                link.path.display()
+            )),
+            true => Is::Held,
+        }
+    }
+
+    /// `link` marked deleted when mount `id`, the one it is on, shows a removed folder: the
+    /// kernel marks only a removed file's own name, and one below a removed mount root reads as
+    /// if it were at its path. (Never the top mount at its path: the link may lie beneath.)
+    pub(super) fn marked(&self, link: &Link, id: u64) -> Link {
+        let mount = (self.table.by_id(id)).or_else(|| self.ours.by_id(id));
+        let gone = mount.is_some_and(|m| m.root_deleted);
+        Link {
+            path: link.path.clone(),
+            deleted: link.deleted || gone,
+        }
+    }
+
+    /// Where `link` lies when mount `id` is a remembered one: None when it is not.
+    fn on_remembered(&self, id: u64, link: &Link, ino: Option<u64>) -> Option<Is> {
+        let by = By::Link {
+            deleted: link.deleted,
+            ino,
+        };
+        let m = self.dirs.remembered.iter().find(|m| m.id == id)?;
+        if !m.listed() {
+            // An id is a mount's only while the mount lives. Once nothing holds a file on a
+            // detached mount it is freed, and a mount made and detached between two scans may
+            // take its id: what that mount's root places in a folder is not proof, unless
+            // vloer-run itself holds the mount.
+            return Some(match self.dirs.has(&m.place(link), by) {
+                true if self.dirs.pinned.contains(&id) => {
+                    self.settled(true, link, ino.map(|i| (m.dev, i)))
+                }
+                true => Is::Unknown(format!(
+                    "/proc/{}: {} is on a mount (id {id}) detached (umount -l) since a scan \
+                     saw it show a swept folder; a mount made since may have taken its id, so \
+                     where it lies is not proven",
+                    self.pid,
+                    link.path.display()
+                )),
+                false => Is::Not,
+            });
+        }
+        let held = m.through(link).is_some_and(|at| self.dirs.has(&at, by));
+        Some(self.settled(held, link, ino.map(|i| (m.dev, i))))
+    }
+}
+
+fn plain(name: &str) -> &str {
+    match name {
+        "cwd" => "working directory",
+        "exe" => "executable",
+        other => other,
+    }
+}
+
+fn unknown(what: &str, link: &Link, id: u64, look: &Look) -> String {
+    if !look.table.whole {
+        return format!(
+            "/proc/{}: {what} ({}) is on a mount (id {id}) that no table read shows: the \
+             process is chroot'ed in a mount namespace of its own, whose mountinfo shows only \
+             the mounts below its root",
+            look.pid,
+            link.path.display()
+        );
+    }
+    format!(
+        "/proc/{}: {what} ({}) is on a mount (id {id}) that no mount table lists and no scan \
+         saw, one detached (umount -l) since: where it lies is unknown",
+        look.pid,
+        link.path.display()
+    )
+}
