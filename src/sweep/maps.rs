@@ -10,7 +10,7 @@ use super::holds::{Held, Look, What};
 use super::mounts::{self, Link};
 use super::placing::Is;
 use super::proc;
-use super::target::By;
+use super::target::{By, Named};
 use crate::slowread;
 use std::collections::HashSet;
 use std::io;
@@ -53,11 +53,12 @@ impl Look<'_> {
     pub(super) fn any_map(&self, maps: &[u8], held: &mut Held) {
         let mut once = HashSet::new();
         // Only a map whose path could lie in a folder, by some table, is worth a lookup, as
-        // for a descriptor (see `detached`).
-        let asked: Vec<Line> = lines(maps)
+        // for a descriptor (see `detached`); and one whose name may not be its path (see
+        // `unproven`).
+        let (mut asked, far): (Vec<Line>, Vec<Line>) = lines(maps)
             .filter(|l| once.insert((l.dev, l.ino, l.path)))
-            .filter(|l| self.could_map(l))
-            .collect();
+            .partition(|l| self.could_map(l));
+        asked.extend(self.unproven(far));
         let reads = asked.iter().map(|l| self.lookup(l)).collect();
         let answers = slowread::read_all(reads);
         for (l, answer) in asked.iter().zip(answers) {
@@ -65,6 +66,46 @@ impl Look<'_> {
                 return;
             }
         }
+    }
+
+    /// Those of the maps `far`, which no table places in a folder by name, whose name is not
+    /// proven to be their path. A map's name is written from the root of the mount it was
+    /// mapped through, and that mount may be one made and detached while no scan looked (in no
+    /// table): `/f` may then be a swept folder's `f`. A map on a device where nothing lies in a
+    /// folder is nothing whatever its name; on another, it is its name's when the file at that
+    /// name, on a mount the table lists, is the mapped one (asked once per scan and namespace).
+    fn unproven<'m>(&self, far: Vec<Line<'m>>) -> Vec<Line<'m>> {
+        let known = &self.dirs.at_name;
+        let is_known = |k: &Named| known.lock().expect("no panic holds it").contains(k);
+        let mut left = Vec::new();
+        let mut asked = Vec::new();
+        for l in far.into_iter().filter(|l| self.swept_device(l.dev)) {
+            match self.named(&l) {
+                // No mount of its device at its name: the name is not its path.
+                None => left.push(l),
+                Some((_, k)) if is_known(&k) => {}
+                Some(k) => asked.push((l, k)),
+            }
+        }
+        let reads = asked.iter().map(|(l, _)| self.at_name(l)).collect();
+        let answers = slowread::read_all(reads);
+        for ((l, (mount, key)), answer) in asked.into_iter().zip(answers) {
+            match decode(answer).is_some_and(|(id, ino, _)| id == mount && ino == l.ino) {
+                true => _ = known.lock().expect("no panic holds it").insert(key),
+                false => left.push(l),
+            }
+        }
+        left
+    }
+
+    /// The mount of the map `l`'s device at its name in this table, and where that name lies
+    /// on the filesystem with the mapped inode: a fact of the filesystem, whichever namespace
+    /// shows it, so one look at it serves every process of the scan.
+    fn named(&self, l: &Line) -> Option<(u64, Named)> {
+        let link = mounts::link_path(l.path).filter(|k| !k.deleted)?;
+        let mount = self.table.mount_on(&link.path, l.dev)?;
+        let at = self.table.chain(&link.path, mount).swap_remove(0);
+        Some((mount.id, (at, l.ino)))
     }
 
     /// Whether some table could place the map `l` in a folder by its path (either reading of
@@ -99,6 +140,17 @@ impl Look<'_> {
             self.pid,
             String::from_utf8_lossy(l.range)
         );
+        let named = self.at_name(l);
+        Box::new(move || {
+            proc::reached(&through)
+                .and_then(encode)
+                .or_else(|_| named())
+        })
+    }
+
+    /// Finds the file at the name of the map `l`, on the reader thread, when it has the mapped
+    /// inode: its mount, its inode and its name (see `decode`).
+    fn at_name(&self, l: &Line) -> slowread::Read {
         // The path is in the terms of the table it is judged in: ours from our root, another
         // namespace's from the root of the process that showed its whole table.
         let named = mounts::link_path(l.path)
@@ -112,21 +164,12 @@ impl Look<'_> {
             });
         let ino = l.ino;
         Box::new(move || {
-            let found = proc::reached(&through).or_else(|e| {
-                let named = named.ok_or(e)?;
-                let (info, raw) = proc::reached(&named)?;
-                match info.ino == Some(ino) {
-                    true => Ok((info, raw)),
-                    false => Err(io::Error::other("another file")),
-                }
-            })?;
-            let (info, raw) = found;
-            let id = info.mnt_id.ok_or(io::Error::other("no mount id"))?;
-            let ino = info.ino.ok_or(io::Error::other("no inode"))?;
-            let mut out = format!("{id} {ino}").into_bytes();
-            out.push(0);
-            out.extend(raw);
-            Ok(out)
+            let named = named.ok_or(io::Error::other("no name to look at"))?;
+            let (info, raw) = proc::reached(&named)?;
+            match info.ino == Some(ino) {
+                true => encode((info, raw)),
+                false => Err(io::Error::other("another file")),
+            }
         })
     }
 
@@ -139,7 +182,10 @@ impl Look<'_> {
         });
         if let Some((id, _, raw)) = found {
             return match mounts::link_path(&raw) {
-                Some(link) => self.by_mount(id, &link, Some(l.ino), || "a mapped file".into()),
+                Some(link) => self.or_elsewhere(
+                    self.by_mount(id, &link, Some(l.ino), || "a mapped file".into()),
+                    || Some(l.dev),
+                ),
                 None => Is::Not,
             };
         }
@@ -181,7 +227,18 @@ impl Look<'_> {
     }
 }
 
-/// A lookup's answer, as `lookup` encodes it: the mount id and the inode, then the name.
+/// A file found: its mount id and inode, then its name (an error where `fdinfo` has no mount
+/// id or no inode).
+fn encode((info, raw): (proc::FdInfo, Vec<u8>)) -> io::Result<Vec<u8>> {
+    let id = info.mnt_id.ok_or(io::Error::other("no mount id"))?;
+    let ino = info.ino.ok_or(io::Error::other("no inode"))?;
+    let mut out = format!("{id} {ino}").into_bytes();
+    out.push(0);
+    out.extend(raw);
+    Ok(out)
+}
+
+/// A lookup's answer, as `encode` wrote it.
 fn decode(answer: io::Result<Vec<u8>>) -> Found {
     let answer = answer.ok()?;
     let at = answer.iter().position(|b| *b == 0)?;

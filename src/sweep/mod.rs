@@ -17,6 +17,7 @@ mod report;
 mod scan;
 mod target;
 mod uring;
+mod walk;
 
 pub use dir::Dir;
 pub use holds::What;
@@ -88,6 +89,7 @@ impl Sweep {
             ours,
             pinned: self.dirs.iter().filter_map(|d| d.mount_id()).collect(),
             unknown: lost,
+            at_name: Default::default(),
         }
     }
 

@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 
 /// Where a path lies, whatever mount it was reached through.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Ident {
     /// The filesystem's device, as `major:minor`.
     pub dev: (u32, u32),
@@ -45,6 +45,9 @@ pub struct Table {
     /// Read from a process whose root is its namespace's: every mount is shown. A process
     /// chroot'ed elsewhere is shown only the mounts below its root.
     pub whole: bool,
+    /// The devices of the mounts whose root lies in a swept folder, found once a scan (see
+    /// `maps`).
+    pub inner: std::sync::OnceLock<Vec<(u32, u32)>>,
 }
 
 impl Table {
@@ -59,6 +62,7 @@ impl Table {
             mounts,
             from: None,
             whole: base == Path::new("/"),
+            inner: Default::default(),
         }
     }
 

@@ -3,9 +3,10 @@
 //! directory or root, by its way up `..`.
 
 use super::holds::{Held, Look, What};
-use super::mounts::Link;
+use super::mounts::{Link, Table};
 use super::proc;
 use super::target::{By, Node};
+use super::walk;
 use crate::slowread;
 
 /// What a look at one link made of it.
@@ -37,9 +38,10 @@ impl Look<'_> {
         let seems = self.holds(link, None);
         // A deleted link that seems to be in a folder may be into a namesake of it (one deleted
         // since, or one the folder replaced by a rename): its inode tells. So does the mount
-        // of a live one whose top mount shows a removed folder (it may lie beneath that one).
+        // of a live one whose top mount shows a removed folder (it may lie beneath that one),
+        // or that is on a mount no table lists (its text is a path from that mount's root).
         let top_removed = (self.table.mount_of(link, None)).is_some_and(|m| m.root_deleted);
-        if seems && !link.deleted && !top_removed {
+        if seems && !link.deleted && !top_removed && self.on_listed(dir, name) {
             return Is::Held;
         }
         // Only a link that another mount than the top one at its path would place in a folder
@@ -47,14 +49,16 @@ impl Look<'_> {
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
         let by_text = seems || self.could_hold(link) || by_ours || self.remembered_fits(link);
-        if !by_text && self.table.whole {
+        if !by_text && self.table.whole && self.on_listed(dir, name) {
             return Is::Not;
         }
         let info = dir.link_info(name);
         let is = match info.mnt_id {
             None if link.deleted => self.settled(seems, link, None),
             None => Is::Not,
-            Some(id) => self.by_mount(id, link, info.ino, || format!("its {}", plain(name))),
+            Some(id) => self.placed(dir, name, id, link, info.ino, || {
+                format!("its {}", plain(name))
+            }),
         };
         // A deleted folder's own `..` tells whether it was below a swept one, whatever its
         // path reads.
@@ -63,7 +67,7 @@ impl Look<'_> {
                 .dirs
                 .iter()
                 .filter_map(|d| {
-                    Some(proc::Ident {
+                    Some(walk::Ident {
                         dev: d.ident.dev,
                         ino: d.ino?,
                         path: (!d.deleted).then(|| d.ident.path.clone()),
@@ -74,7 +78,7 @@ impl Look<'_> {
                 .table
                 .iter()
                 .chain(self.ours.iter())
-                .map(|m| proc::Mounted {
+                .map(|m| walk::Mounted {
                     id: m.id,
                     parent: m.parent,
                     dev: m.dev,
@@ -84,10 +88,10 @@ impl Look<'_> {
                 .collect();
             let above = dir.walk_up(name, dirs, mounts).and_then(slowread::read);
             match above.as_deref() {
-                Ok([proc::WALK_HELD]) => return Is::Held,
+                Ok([walk::WALK_HELD]) => return Is::Held,
                 // Above the mount's root is its mount point, a live folder: one in a folder
                 // holds it (a filesystem mounted inside it, a bind mount into it).
-                Ok([proc::WALK_AT_MOUNT_ROOT]) => {
+                Ok([walk::WALK_AT_MOUNT_ROOT]) => {
                     let point = info
                         .mnt_id
                         .and_then(|id| self.table.by_id(id).map(|m| (id, m.point.clone())));
@@ -114,7 +118,8 @@ impl Look<'_> {
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
         // A table that does not show every mount leaves every path to its mount id.
-        if !by_table && !by_ours && !self.remembered_fits(link) && self.table.whole {
+        let far = !by_table && !by_ours && !self.remembered_fits(link) && self.table.whole;
+        if far && self.on_listed(dir, &format!("fd/{fd}")) {
             return Is::Not;
         }
         let info = dir.fdinfo(fd);
@@ -122,8 +127,74 @@ impl Look<'_> {
             // No fdinfo (closed meanwhile, or no mount id in this kernel's): the top mount's
             // answer, as the path gives it.
             None => self.settled(self.holds(link, None), link, None),
-            Some(id) => self.by_mount(id, link, info.ino, || format!("its descriptor {fd}")),
+            Some(id) => self.placed(dir, &format!("fd/{fd}"), id, link, info.ino, || {
+                format!("its descriptor {fd}")
+            }),
         }
+    }
+
+    /// Whether the link `name` of `dir` is on a mount that this namespace's table or ours
+    /// lists (or one of the kernel's own), so that its text is a path in those terms: a mount
+    /// made and detached while no scan looked (`umount -l`, `open_tree`) is in no table, and a
+    /// link on it reads as a path from that mount's own root, which may name anything. A link
+    /// gone meanwhile holds nothing; one whose mount cannot be asked this way is not taken as
+    /// listed (its `fdinfo` tells).
+    fn on_listed(&self, dir: &proc::Dir, name: &str) -> bool {
+        match dir.mount_id(name) {
+            proc::Got::Text(id) => id == 0 || self.table.by_id(id).is_some() || self.dirs.ours(id),
+            proc::Got::Gone => true,
+            proc::Got::Denied(_) => false,
+        }
+    }
+
+    /// Where `link`, the link `name` of `dir`, lies on mount `id` (see `by_mount`). Where that
+    /// is unknown, a table of the process's namespace read now may list the mount (one made
+    /// after the scan read that table); else its device may tell it is in no folder.
+    fn placed(
+        &self,
+        dir: &proc::Dir,
+        name: &str,
+        id: u64,
+        link: &Link,
+        ino: Option<u64>,
+        what: impl Fn() -> String,
+    ) -> Is {
+        let is = self.by_mount(id, link, ino, &what);
+        if !matches!(is, Is::Unknown(_)) {
+            return is;
+        }
+        let now = (self.root.as_ref())
+            .and_then(|root| Some(Table::parse(&dir.read("mountinfo").ok()?, &root.path)))
+            .filter(|t| t.by_id(id).is_some());
+        if let Some(table) = &now {
+            let look = Look {
+                table,
+                ns: self.ns.clone(),
+                root: self.root.clone(),
+                ..*self
+            };
+            return look.by_mount(id, link, ino, &what);
+        }
+        self.or_elsewhere(is, || dir.device(name, id))
+    }
+
+    /// `is`, except that a file whose place is unknown is in no folder when its device (asked
+    /// only then) is one where nothing lies in a folder: a mount of a namespace no process here
+    /// shows (a descriptor inherited from outside a container) is in no table either.
+    pub(super) fn or_elsewhere(&self, is: Is, dev: impl FnOnce() -> Option<(u32, u32)>) -> Is {
+        match is {
+            Is::Unknown(_) if dev().is_some_and(|d| !self.swept_device(d)) => Is::Not,
+            is => is,
+        }
+    }
+
+    /// Whether something on device `dev` may lie in a folder: a folder's own device, or that of
+    /// a filesystem mounted in one (in this namespace, in ours, or a remembered one).
+    pub(super) fn swept_device(&self, dev: (u32, u32)) -> bool {
+        self.dirs.iter().any(|d| d.ident.dev == dev)
+            || self.dirs.remembered.iter().any(|m| m.dev == dev)
+            || inner(self).contains(&dev)
+            || self.in_ours().is_some_and(|o| inner(&o).contains(&dev))
     }
 
     /// Where `link` lies, reached through mount `id` (`what` names the link in words).
@@ -260,4 +331,18 @@ fn unknown(what: &str, link: &Link, id: u64, look: &Look) -> String {
         look.pid,
         link.path.display()
     )
+}
+
+/// The devices of the mounts of `look`'s table whose root lies in a folder, found once a scan.
+fn inner<'t>(look: &Look<'t>) -> &'t [(u32, u32)] {
+    look.table.inner.get_or_init(|| {
+        let by = By::Link {
+            deleted: false,
+            ino: None,
+        };
+        (look.table.iter())
+            .filter(|m| look.within(&m.point, m, by))
+            .map(|m| m.dev)
+            .collect()
+    })
 }

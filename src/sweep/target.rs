@@ -58,8 +58,11 @@ impl Target {
     }
 }
 
+/// A file's place on its filesystem, and its inode.
+pub type Named = (Ident, u64);
+
 /// Every swept folder, and what a scan needs to place a path on a detached mount.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct Targets {
     pub dirs: Vec<Target>,
     /// Mounts seen showing a folder since the start that our own table does not list: a
@@ -76,6 +79,8 @@ pub struct Targets {
     pub pinned: Vec<u64>,
     /// Why a folder is left out, when one is: where it is now cannot be told.
     pub unknown: Option<String>,
+    /// Mapped files found at their name by this scan (see `maps`).
+    pub at_name: std::sync::Mutex<std::collections::HashSet<Named>>,
 }
 
 impl Targets {

@@ -4,6 +4,7 @@
 #![allow(unsafe_code)]
 
 mod epoll;
+mod handle;
 mod kcmp;
 mod kill;
 mod libc_signals;
@@ -15,6 +16,7 @@ mod start;
 mod write;
 
 pub use epoll::*;
+pub use handle::*;
 pub use kcmp::*;
 pub use kill::*;
 pub use libc_signals::*;

@@ -157,6 +157,13 @@ pub fn storm() -> RwLockWriteGuard<'static, ()> {
     MACHINE.write().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Held by a test that leaves a process holding a file on a mount detached on the shared
+/// temporary filesystem: no other scan can tell where such a file lies (it may be in that
+/// scan's folder), so a `quiet` test would rightly find its verdict false meanwhile.
+pub fn alone() -> RwLockWriteGuard<'static, ()> {
+    MACHINE.write().unwrap_or_else(PoisonError::into_inner)
+}
+
 pub fn is_root() -> bool {
     nix::unistd::geteuid().is_root()
 }

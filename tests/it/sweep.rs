@@ -561,8 +561,8 @@ fn a_thread_in_a_mount_namespace_of_its_own_is_never_taken_for_nothing() {
     if needs_root("a mount namespace of one thread's") {
         return;
     }
-    // With the main thread alive (unverified), and once it has exited (its namespace is gone
-    // then, and the process is read in the live thread's, where the view is seen).
+    // With the main thread alive (the thread's own table places its view), and once it has
+    // exited (its namespace is gone then, and the process is read in the live thread's).
     for how in ["ns", "ns-leader"] {
         a_thread_in_a_mount_namespace_of_its_own(how);
     }
@@ -571,8 +571,9 @@ fn a_thread_in_a_mount_namespace_of_its_own_is_never_taken_for_nothing() {
 fn a_thread_in_a_mount_namespace_of_its_own(how: &str) {
     // One thread makes a mount namespace of its own and works in a view of the folder there
     // (`view`, an empty folder in ours): its link reads `.../view`, which in the process's
-    // table is no view of the folder. The sweep does not read a thread's own table: the
-    // process is unverified, never "holds nothing".
+    // table is no view of the folder. Its mount is in no table the scan read, so the thread's
+    // own table, read then, places it: the process holds the folder (before, it was left
+    // unverified; never "holds nothing").
     let f = Folder::new();
     let inst = Instance::start(&f, &[&f.dir()]);
     let view = f.top().join("view");
@@ -590,19 +591,12 @@ fn a_thread_in_a_mount_namespace_of_its_own(how: &str) {
         wait_until("the main thread to exit", || {
             harness::state(p.pid()) == Some('Z')
         });
-        // Read in the live thread's namespace, which is that thread's own: its view is seen.
-        let got = inst.what(p.pid()).unwrap_or_default();
-        assert!(got.contains(&"cwd".into()), "{}", inst.sweep());
-        return;
     }
+    // Read in the live thread's namespace (`ns-leader`, which is that thread's own), or in the
+    // thread's own table (`ns`): its view is seen.
     let sweep = inst.sweep();
-    let entry = sweep["unverified"]
-        .as_array()
-        .and_then(|u| u.iter().find(|u| u["pid"] == p.pid()))
-        .unwrap_or_else(|| panic!("{} is not unverified: {sweep}", p.pid()));
-    let why = entry["why"].as_str().unwrap();
-    assert!(why.contains("mount namespace of its own"), "{how}: {why}");
-    assert_eq!(entry["started"], "during", "{how}: {sweep}");
+    let got = inst.what(p.pid()).unwrap_or_default();
+    assert!(got.contains(&"cwd".into()), "{how}: {sweep}");
 }
 
 #[test]
@@ -1076,9 +1070,14 @@ fn a_hung_filesystem_in_the_folder_does_not_hang_a_scan() {
         &[("F", &file)],
         "sleep",
     );
-    // Ended before the holder, whose exit flushes its file through the server.
+    let inside = Outside::start("exec sleep 1000", &mnt, &[], "sleep");
+    // Ended before the holders, whose exit flushes their files through the server.
     let _server_first = KillFirst(server.pid());
     let inst = Instance::start(&f, &[&f.dir()]);
+    // A run that sweeps another folder asks each of their links for its mount (none of them
+    // could lie in its folder by its path): that must not wait on the server either.
+    let g = Folder::new();
+    let other = Instance::start(&g, &[&g.dir()]);
     harness::kill_pid(server.pid(), libc::SIGSTOP);
     wait_until("the server to stop", || {
         harness::state(server.pid()) == Some('T')
@@ -1104,6 +1103,19 @@ fn a_hung_filesystem_in_the_folder_does_not_hang_a_scan() {
     );
     // A file on a filesystem mounted inside the folder lies in the folder.
     assert_eq!(got, what(&["fd"]));
+    // (Its `1000` names a path in the folder too, resolved from there.)
+    assert_eq!(inst.what(inside.pid()), what(&["cwd", "argv"]));
+    let start = std::time::Instant::now();
+    let sweep = other.sweep();
+    let took = start.elapsed();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "the other scan took {took:?}"
+    );
+    for p in [&holder, &inside] {
+        assert_eq!(other.what(p.pid()), None, "{sweep}");
+        assert_eq!(unverified_why(&sweep, p.pid()), None, "{sweep}");
+    }
 }
 
 /// SIGKILLs a process of the test's own (its unreaped child) when dropped.
@@ -1262,7 +1274,7 @@ fn a_folder_swept_through_a_bind_mount_detached_since_is_still_that_folder() {
 
 #[test]
 fn a_bind_mount_of_the_folder_detached_while_held_leaves_its_holder_unverified() {
-    let _quiet = harness::quiet();
+    let _alone = harness::alone();
     if needs_root("mount --bind in a mount namespace") {
         return;
     }
@@ -1339,7 +1351,7 @@ fn unverified_why(sweep: &serde_json::Value, pid: i32) -> Option<String> {
 
 #[test]
 fn a_file_mapped_through_a_bind_mount_detached_since_a_scan_saw_it_is_not_taken_for_nothing() {
-    let _quiet = harness::quiet();
+    let _alone = harness::alone();
     if needs_root("mount --bind in a mount namespace") {
         return;
     }
@@ -1708,4 +1720,73 @@ fn a_way_up_that_meets_a_mount_stacked_on_a_folder_above_proves_nothing() {
     };
     let sweep = inst.sweep();
     assert_eq!(inst.what(p.pid()), what(&["cwd"]), "{sweep}");
+}
+
+/// Starts `sh -c SCRIPT` in a mount namespace of its own, with `W` the folder, `V` an empty
+/// folder beside it, `H` the helper and `R` a ready file, and waits until it is ready.
+fn detaching_in_a_namespace(f: &Folder, script: &str) -> Option<Outside> {
+    let view = f.top().join("view");
+    std::fs::create_dir_all(&view).unwrap();
+    let ready = f.top().join("ready-ns");
+    let _ = std::fs::remove_file(&ready);
+    let mut cmd = harness::in_mount_ns(script, &[])?;
+    cmd.env("W", f.dir())
+        .env("V", &view)
+        .env("H", harness::helper())
+        .env("R", &ready)
+        .current_dir("/")
+        .stdin(Stdio::null());
+    let p = Outside(cmd.spawn().expect("the helper"));
+    assert_eq!(harness::wait_for_pids(&ready), [p.pid()]);
+    Some(p)
+}
+
+#[test]
+fn a_mount_of_the_folder_made_and_detached_before_any_scan_leaves_its_holders_unverified() {
+    let _alone = harness::alone();
+    if needs_root("mount --bind in a mount namespace") {
+        return;
+    }
+    // Each process bind-mounts the folder, opens a file (or goes into a subfolder, or maps a
+    // file) through that mount, and detaches it (umount -l) before the run's first scan. Its
+    // links then read as paths from the detached mount's root (`/f`, `/sub`), which no table
+    // places in the folder, and no scan ever saw the mount: only the mount id tells. Taken at
+    // their word they would be nothing, and a stop would say true while they write on.
+    let f = Folder::new();
+    std::fs::write(f.dir().join("f"), [0u8; 4096]).unwrap();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let bind = r#"mount --bind "$W" "$V" || exit 1"#;
+    let scripts = [
+        (
+            "fd",
+            format!(r#"{bind}; exec 3>>"$V/f"; umount -l "$V" && exec "$H" sleep "$R""#),
+        ),
+        (
+            "cwd",
+            format!(r#"{bind}; cd "$V/sub" && umount -l "$V" && exec "$H" sleep "$R""#),
+        ),
+        ("map", format!(r#"{bind}; exec "$H" map "$V/f" "$V" "$R""#)),
+    ];
+    for (how, script) in scripts {
+        let Some(p) = detaching_in_a_namespace(&f, &script) else {
+            return;
+        };
+        let sweep = inst.sweep();
+        let why = unverified_why(&sweep, p.pid());
+        assert!(
+            why.as_deref()
+                .is_some_and(|w| w.contains("no mount table lists")),
+            "{how}: {sweep}"
+        );
+        assert_eq!(inst.what(p.pid()), None, "{how}: {sweep}");
+    }
+    // The same with a tmpfs instead of the folder: the file's device is none a folder is on,
+    // so where the mount was is no matter.
+    let script = r#"mount -t tmpfs none "$V" || exit 1; exec 3>>"$V/g"; umount -l "$V" && exec "$H" sleep "$R""#;
+    let Some(p) = detaching_in_a_namespace(&f, script) else {
+        return;
+    };
+    let sweep = inst.sweep();
+    assert_eq!(unverified_why(&sweep, p.pid()), None, "{sweep}");
+    assert_eq!(inst.what(p.pid()), None, "{sweep}");
 }

@@ -893,45 +893,30 @@ fn a_folder_deleted_during_the_run_is_swept_and_a_new_one_of_its_name_is_not() {
     the_worker_is_stopped_and_the_namesake_is_not(run, inside, other, "deleted");
 }
 
-#[test]
-fn a_worker_on_a_detached_bind_mount_of_the_folder_is_stopped() {
-    let _quiet = harness::quiet();
-    // The worker, started during the run outside its tree in a mount namespace of its own,
-    // writes to a file through a bind mount of the folder, and detaches the mount (umount -l)
-    // when told to stop, then writes on. Its links now read as paths from the detached mount's
-    // root, which name other files, and later scans cannot prove where they lie: the first scan
-    // found it, and the stop follows that process (its pidfd) to SIGKILL.
-    if !harness::is_root() {
-        harness::skip("mount --bind in a mount namespace needs root");
-        return;
-    }
+/// A run of `sleep 0.5` sweeping a folder `w` with `--grace GRACE`, and beside it a worker
+/// started during the run outside its tree: `sh -c SCRIPT` in a mount namespace of its own,
+/// with `W` the folder, `V` an empty folder beside it, `R` a file to publish its pid in and `D`
+/// one it may create. Returns the run's end, the worker's pid, whether it was still alive
+/// then, and whether `D` exists; None where a mount namespace cannot be made.
+fn a_worker_beside_a_run(
+    grace: &str,
+    script: &str,
+) -> Option<(harness::Finished, i32, bool, bool)> {
     let dir = harness::tempdir();
     let folder = dir.path().join("w");
     std::fs::create_dir(&folder).unwrap();
     let view = dir.path().join("view");
     std::fs::create_dir(&view).unwrap();
     let ready = dir.path().join("ready");
-    let detached = dir.path().join("detached");
+    let marked = dir.path().join("marked");
     let folder_s = harness::path_str(&folder);
-    let run = Run::new([
-        "--sweep", &folder_s, "--grace", "500ms", "--", "sleep", "0.5",
-    ])
-    .start();
+    let run = Run::new(["--sweep", &folder_s, "--grace", grace, "--", "sleep", "0.5"]).start();
     std::thread::sleep(Duration::from_millis(100));
-    // The paths come in the environment: a command line naming the folder would match alone.
-    let script = r#"mount --bind "$W" "$V" || exit 1
-        trap 'umount -l "$V" && touch "$D"' TERM
-        exec 3>>"$V/f"
-        echo $$ > "$R.tmp" && mv "$R.tmp" "$R"
-        while :; do echo x >&3; sleep 0.01; done"#;
-    let Some(mut cmd) = harness::in_mount_ns(script, &[]) else {
-        return;
-    };
-    let mut worker = cmd
+    let mut worker = harness::in_mount_ns(script, &[])?
         .env("W", &folder)
         .env("V", &view)
         .env("R", &ready)
-        .env("D", &detached)
+        .env("D", &marked)
         .current_dir("/")
         .stdin(Stdio::null())
         .spawn()
@@ -943,11 +928,31 @@ fn a_worker_on_a_detached_bind_mount_of_the_folder_is_stopped() {
     let alive = harness::state(pid).is_some_and(|s| s != 'Z');
     let _ = worker.kill();
     let _ = worker.wait();
+    Some((f, pid, alive, marked.exists()))
+}
+
+#[test]
+fn a_worker_on_a_detached_bind_mount_of_the_folder_is_stopped() {
+    let _alone = harness::alone();
+    // The worker writes to a file through a bind mount of the folder, and detaches the mount
+    // (umount -l) when told to stop, then writes on. Its links now read as paths from the
+    // detached mount's root, which name other files, and later scans cannot prove where they
+    // lie: the first scan found it, and the stop follows that process (its pidfd) to SIGKILL.
+    if !harness::is_root() {
+        harness::skip("mount --bind in a mount namespace needs root");
+        return;
+    }
+    // The paths come in the environment: a command line naming the folder would match alone.
+    let script = r#"mount --bind "$W" "$V" || exit 1
+        trap 'umount -l "$V" && touch "$D"' TERM
+        exec 3>>"$V/f"
+        echo $$ > "$R.tmp" && mv "$R.tmp" "$R"
+        while :; do echo x >&3; sleep 0.01; done"#;
+    let Some((f, pid, alive, detached)) = a_worker_beside_a_run("500ms", script) else {
+        return;
+    };
     let v = f.verdict();
-    assert!(
-        detached.exists(),
-        "the worker never detached its mount: {f}"
-    );
+    assert!(detached, "the worker never detached its mount: {f}");
     assert!(
         !alive || v["stopped"] == false,
         "stopped:true while {pid} writes to the folder: {f}"
@@ -965,6 +970,39 @@ fn a_worker_on_a_detached_bind_mount_of_the_folder_is_stopped() {
     assert!(!alive, "the worker outlived the sweep: {f}");
     assert!(v["sent"]["SIGKILL"].as_u64().unwrap_or(0) >= 1, "{f}");
     assert_eq!(v["stopped"], true, "{f}");
+}
+
+#[test]
+fn a_worker_that_detached_its_mount_of_the_folder_before_the_stop_makes_the_verdict_false() {
+    let _alone = harness::alone();
+    // As above, but the worker detaches its bind mount at once, before the stop's first scan:
+    // no scan ever saw the mount, and its descriptor reads `/f`. Only the mount id gives it
+    // away; where it lies cannot be proven, so it is never signalled and the verdict is false.
+    if !harness::is_root() {
+        harness::skip("mount --bind in a mount namespace needs root");
+        return;
+    }
+    let script = r#"mount --bind "$W" "$V" || exit 1
+        exec 3>>"$V/f"
+        umount -l "$V" || exit 1
+        echo $$ > "$R.tmp" && mv "$R.tmp" "$R"
+        while :; do echo x >&3; sleep 0.01; done"#;
+    let Some((f, pid, alive, _)) = a_worker_beside_a_run("200ms", script) else {
+        return;
+    };
+    let v = f.verdict();
+    assert!(alive, "the worker was signalled: {f}");
+    assert_eq!(v["stopped"], false, "{f}");
+    let unverified = v["sweep"]["unverified"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        unverified
+            .iter()
+            .any(|u| u["pid"] == pid && u["started"] == "during"),
+        "{f}"
+    );
 }
 
 #[test]
