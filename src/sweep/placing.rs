@@ -179,8 +179,10 @@ impl Look<'_> {
     }
 
     /// `is`, except that a file whose place is unknown is in no folder when its device (asked
-    /// only then) is one where nothing lies in a folder: a mount of a namespace no process here
-    /// shows (a descriptor inherited from outside a container) is in no table either.
+    /// only then, and told only on a filesystem whose files all have the device mountinfo
+    /// shows, see `proc::Dir::device`) is one where nothing lies in a folder: a mount of a
+    /// namespace no process here shows (a descriptor inherited from outside a container) is in
+    /// no table either.
     pub(super) fn or_elsewhere(&self, is: Is, dev: impl FnOnce() -> Option<(u32, u32)>) -> Is {
         match is {
             Is::Unknown(_) if dev().is_some_and(|d| !self.swept_device(d)) => Is::Not,

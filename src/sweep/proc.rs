@@ -168,17 +168,25 @@ impl Dir {
     }
 
     /// The device of the file the link `name` leads to while it is on mount `id`, asked on the
-    /// reader thread (see `sys::file_at`); None when it cannot be told in time, or when the link
-    /// leads elsewhere by now.
+    /// reader thread (see `sys::file_at`), when its filesystem is one that gives every file its
+    /// own device, the one mountinfo shows (see `plain`); None when it is not, when it cannot be
+    /// told in time, or when the link leads elsewhere by now.
     pub fn device(&self, name: &str, id: u64) -> Option<(u32, u32)> {
         let at = self.fd.try_clone().ok()?;
-        let name = std::ffi::CString::new(name).ok()?;
+        let name = name.to_string();
         let read = slowread::read(Box::new(move || {
-            let (dev, _, mnt) = crate::sys::file_at(at.as_fd(), &name)?;
-            match mnt {
-                Some(m) if m != id => Err(io::Error::other("on another mount by now")),
-                _ => Ok([dev.0.to_ne_bytes(), dev.1.to_ne_bytes()].concat()),
+            let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
+            let fd = nix::fcntl::openat(&at, name.as_str(), flags, Mode::empty())?;
+            let (dev, _, mnt) = crate::sys::file_at(fd.as_fd())?;
+            if mnt.is_some_and(|m| m != id) {
+                return Err(io::Error::other("on another mount by now"));
             }
+            if !plain(nix::sys::statfs::fstatfs(&fd)?.filesystem_type()) {
+                return Err(io::Error::other(
+                    "a filesystem whose files have devices of their own",
+                ));
+            }
+            Ok([dev.0.to_ne_bytes(), dev.1.to_ne_bytes()].concat())
         }));
         let bytes = read.ok()?;
         let word = |at: usize| Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
@@ -351,6 +359,29 @@ pub fn stat(bytes: &[u8]) -> Option<Stat> {
         starttime: f.get(19)?.parse().ok()?,
         threads: f.get(17)?.parse().ok()?,
     })
+}
+
+/// Whether a filesystem of type `kind` reports, for every file, the device its mountinfo line
+/// shows. btrfs (a device per subvolume, none of them mounted), overlayfs (a file's real
+/// filesystem's) and the kinds not known here do not, so a file's device proves nothing there.
+fn plain(kind: nix::sys::statfs::FsType) -> bool {
+    use nix::sys::statfs as fs;
+    [
+        fs::TMPFS_MAGIC,
+        fs::EXT4_SUPER_MAGIC,
+        fs::XFS_SUPER_MAGIC,
+        fs::F2FS_SUPER_MAGIC,
+        fs::MSDOS_SUPER_MAGIC,
+        fs::ISOFS_SUPER_MAGIC,
+        fs::FUSE_SUPER_MAGIC,
+        fs::NFS_SUPER_MAGIC,
+        fs::PROC_SUPER_MAGIC,
+        fs::SYSFS_MAGIC,
+        fs::DEVPTS_SUPER_MAGIC,
+        fs::CGROUP2_SUPER_MAGIC,
+        fs::HUGETLBFS_MAGIC,
+    ]
+    .contains(&kind)
 }
 
 #[cfg(test)]

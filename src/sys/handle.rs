@@ -70,21 +70,22 @@ pub fn mount_id_at(dir: BorrowedFd, name: &CStr) -> io::Result<u64> {
     }
 }
 
-/// The device, inode and mount id (Linux 5.8, else None) of the file the link `name` under `dir`
-/// leads to. statx(2) with `AT_STATX_DONT_SYNC`: a network filesystem answers from what it
-/// has cached where it can, but one may still ask its server, so this is for the reader thread.
-pub fn file_at(dir: BorrowedFd, name: &CStr) -> io::Result<((u32, u32), u64, Option<u64>)> {
+/// The device, inode and mount id (Linux 5.8, else None) of the file `fd` (one opened O_PATH).
+/// statx(2) with `AT_STATX_DONT_SYNC`: a network filesystem answers from what it has cached
+/// where it can, but one may still ask its server, so this is for the reader thread.
+pub fn file_at(fd: BorrowedFd) -> io::Result<((u32, u32), u64, Option<u64>)> {
     const STATX_INO: libc::c_uint = 0x100;
     const STATX_MNT_ID: libc::c_uint = 0x1000;
     // struct statx is 256 bytes; the fields read here are at fixed offsets in every version.
     let mut buf = [0u8; 256];
-    // SAFETY: `name` is NUL-terminated; the kernel writes at most 256 bytes, the size of `buf`.
+    // SAFETY: the path is an empty NUL-terminated string (AT_EMPTY_PATH: `fd` itself); the
+    // kernel writes at most 256 bytes, the size of `buf`.
     let rc = unsafe {
         libc::syscall(
             libc::SYS_statx,
-            dir.as_raw_fd(),
-            name.as_ptr(),
-            libc::AT_STATX_DONT_SYNC,
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
             STATX_INO | STATX_MNT_ID,
             buf.as_mut_ptr(),
         )

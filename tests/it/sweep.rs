@@ -1725,12 +1725,17 @@ fn a_way_up_that_meets_a_mount_stacked_on_a_folder_above_proves_nothing() {
 /// Starts `sh -c SCRIPT` in a mount namespace of its own, with `W` the folder, `V` an empty
 /// folder beside it, `H` the helper and `R` a ready file, and waits until it is ready.
 fn detaching_in_a_namespace(f: &Folder, script: &str) -> Option<Outside> {
+    detaching_in_a_namespace_of(f, &f.dir(), script)
+}
+
+/// `detaching_in_a_namespace` with `W` the folder `w`.
+fn detaching_in_a_namespace_of(f: &Folder, w: &Path, script: &str) -> Option<Outside> {
     let view = f.top().join("view");
     std::fs::create_dir_all(&view).unwrap();
     let ready = f.top().join("ready-ns");
     let _ = std::fs::remove_file(&ready);
     let mut cmd = harness::in_mount_ns(script, &[])?;
-    cmd.env("W", f.dir())
+    cmd.env("W", w)
         .env("V", &view)
         .env("H", harness::helper())
         .env("R", &ready)
@@ -1789,4 +1794,63 @@ fn a_mount_of_the_folder_made_and_detached_before_any_scan_leaves_its_holders_un
     let sweep = inst.sweep();
     assert_eq!(unverified_why(&sweep, p.pid()), None, "{sweep}");
     assert_eq!(inst.what(p.pid()), None, "{sweep}");
+}
+
+#[test]
+fn a_file_on_an_overlay_is_not_placed_by_the_device_it_reports() {
+    let _alone = harness::alone();
+    if needs_root("mounting an overlay") {
+        return;
+    }
+    // An overlay whose layers are on two filesystems reports, for a file, a device of its own
+    // for each layer, neither the overlay's (the one mountinfo shows) nor the layer's: a file
+    // of the folder, on a bind mount of it made and detached before any scan, must not be
+    // taken for a file elsewhere by that device.
+    let f = Folder::new();
+    let t = f.top().join("t");
+    std::fs::create_dir(&t).unwrap();
+    let Some(_t) = Mounted::tmpfs(&t) else {
+        return;
+    };
+    let (lower, up, o) = (t.join("l"), t.join("up"), t.join("o"));
+    for d in [&lower, &up, &o] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let Some(_up) = Mounted::tmpfs(&up) else {
+        return;
+    };
+    std::fs::create_dir(up.join("u")).unwrap();
+    std::fs::create_dir(up.join("w")).unwrap();
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        path_str(&lower),
+        path_str(&up.join("u")),
+        path_str(&up.join("w"))
+    );
+    let ok = Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o", &options, &path_str(&o)])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        skip("mount -t overlay does not work here");
+        return;
+    }
+    let _o = Mounted(o.clone());
+    let dir = o.join("d");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("f"), "x").unwrap();
+    let overlay = std::fs::metadata(&o).unwrap().dev();
+    assert_ne!(std::fs::metadata(dir.join("f")).unwrap().dev(), overlay);
+    let inst = Instance::start(&f, &[&dir]);
+    let script = r#"mount --bind "$W" "$V" || exit 1; exec 3>>"$V/f"; umount -l "$V" && exec "$H" sleep "$R""#;
+    let Some(p) = detaching_in_a_namespace_of(&f, &dir, script) else {
+        return;
+    };
+    let sweep = inst.sweep();
+    let why = unverified_why(&sweep, p.pid());
+    assert!(
+        why.as_deref()
+            .is_some_and(|w| w.contains("no mount table lists")),
+        "{sweep}"
+    );
 }
