@@ -365,23 +365,23 @@ pub fn stat(bytes: &[u8]) -> Option<Stat> {
 /// shows. btrfs (a device per subvolume, none of them mounted), overlayfs (a file's real
 /// filesystem's) and the kinds not known here do not, so a file's device proves nothing there.
 fn plain(kind: nix::sys::statfs::FsType) -> bool {
-    use nix::sys::statfs as fs;
-    [
-        fs::TMPFS_MAGIC,
-        fs::EXT4_SUPER_MAGIC,
-        fs::XFS_SUPER_MAGIC,
-        fs::F2FS_SUPER_MAGIC,
-        fs::MSDOS_SUPER_MAGIC,
-        fs::ISOFS_SUPER_MAGIC,
-        fs::FUSE_SUPER_MAGIC,
-        fs::NFS_SUPER_MAGIC,
-        fs::PROC_SUPER_MAGIC,
-        fs::SYSFS_MAGIC,
-        fs::DEVPTS_SUPER_MAGIC,
-        fs::CGROUP2_SUPER_MAGIC,
-        fs::HUGETLBFS_MAGIC,
-    ]
-    .contains(&kind)
+    // Written out: the C library's names for them differ between glibc and musl.
+    const PLAIN: [u32; 13] = [
+        0x0102_1994, // tmpfs (and devtmpfs)
+        0xef53,      // ext2, ext3, ext4
+        0x5846_5342, // xfs
+        0xf2f5_2010, // f2fs
+        0x4d44,      // msdos, vfat
+        0x9660,      // iso9660
+        0x6573_5546, // fuse
+        0x6969,      // nfs
+        0x9fa0,      // proc
+        0x6265_6572, // sysfs
+        0x1cd1,      // devpts
+        0x6367_7270, // cgroup2
+        0x9584_58f6, // hugetlbfs
+    ];
+    u32::try_from(kind.0 as u64 & 0xffff_ffff).is_ok_and(|k| PLAIN.contains(&k))
 }
 
 #[cfg(test)]
