@@ -105,6 +105,20 @@ pub struct Look<'a> {
     pub root: Option<Link>,
 }
 
+impl<'a> Look<'a> {
+    /// A look at no process in particular, to judge `table`'s own mounts.
+    pub fn of(table: &'a Table, ours: &'a Table, dirs: &'a Targets) -> Look<'a> {
+        Look {
+            pid: Pid::from_raw(0),
+            ns: None,
+            table,
+            ours,
+            dirs,
+            root: None,
+        }
+    }
+}
+
 impl Look<'_> {
     /// Looks at the links: root, working directory, executable and descriptors; returns what
     /// they hold, and the working directory (against which arguments are resolved).

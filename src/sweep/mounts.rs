@@ -48,6 +48,8 @@ pub struct Table {
     /// The devices of the mounts whose root lies in a swept folder, found once a scan (see
     /// `maps`).
     pub inner: std::sync::OnceLock<Vec<(u32, u32)>>,
+    /// The text it was read from.
+    pub text: Vec<u8>,
 }
 
 impl Table {
@@ -63,6 +65,7 @@ impl Table {
             from: None,
             whole: base == Path::new("/"),
             inner: Default::default(),
+            text: text.to_vec(),
         }
     }
 
@@ -76,6 +79,17 @@ impl Table {
 
     pub fn iter(&self) -> impl Iterator<Item = &Mount> {
         self.mounts.iter()
+    }
+
+    /// Whether a mount of this table is not in `now` (read later) as it was: unmounted, or its
+    /// id another mount's since.
+    pub fn lost_since(&self, now: &Table) -> bool {
+        self.mounts.iter().any(|m| {
+            !now.by_id(m.id).is_some_and(|n| {
+                (n.parent, n.dev, &n.root, &n.point, n.root_deleted)
+                    == (m.parent, m.dev, &m.root, &m.point, m.root_deleted)
+            })
+        })
     }
 
     pub fn by_id(&self, id: u64) -> Option<&Mount> {
@@ -255,6 +269,21 @@ mod tests {
 42 41 0:41 / /mnt/view/sub rw - tmpfs tmpfs rw
 43 22 8:1 / /a\\040b rw - ext4 /dev/sda1 rw
 ";
+
+    #[test]
+    fn a_mount_unmounted_or_whose_id_another_took_is_lost_and_a_new_one_is_not() {
+        let then = Table::parse(INFO, Path::new("/"));
+        let same = Table::parse(INFO, Path::new("/"));
+        assert!(!then.lost_since(&same));
+        let more = [INFO, b"50 22 0:50 / /new rw - tmpfs tmpfs rw\n"].concat();
+        assert!(!then.lost_since(&Table::parse(&more, Path::new("/"))));
+        let text = String::from_utf8(INFO.to_vec()).unwrap();
+        let fewer = text.replace("43 22 8:1 / /a\\040b rw - ext4 /dev/sda1 rw\n", "");
+        assert!(then.lost_since(&Table::parse(fewer.as_bytes(), Path::new("/"))));
+        // Id 43 unmounted, then taken by another mount.
+        let other = text.replace("43 22 8:1 / /a\\040b", "43 22 0:60 / /elsewhere");
+        assert!(then.lost_since(&Table::parse(other.as_bytes(), Path::new("/"))));
+    }
 
     fn id(dev: (u32, u32), path: &str) -> Option<Ident> {
         Some(Ident {

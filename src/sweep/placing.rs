@@ -191,10 +191,12 @@ impl Look<'_> {
     }
 
     /// Whether something on device `dev` may lie in a folder: a folder's own device, or that of
-    /// a filesystem mounted in one (in this namespace, in ours, or a remembered one).
+    /// a filesystem mounted in one (in this namespace, in ours, or one a scan saw in any
+    /// namespace, see `inside`), or a remembered view's.
     pub(super) fn swept_device(&self, dev: (u32, u32)) -> bool {
         self.dirs.iter().any(|d| d.ident.dev == dev)
             || self.dirs.remembered.iter().any(|m| m.dev == dev)
+            || self.dirs.inside.contains(&dev)
             || inner(self).contains(&dev)
             || self.in_ours().is_some_and(|o| inner(&o).contains(&dev))
     }
@@ -336,7 +338,7 @@ fn unknown(what: &str, link: &Link, id: u64, look: &Look) -> String {
 }
 
 /// The devices of the mounts of `look`'s table whose root lies in a folder, found once a scan.
-fn inner<'t>(look: &Look<'t>) -> &'t [(u32, u32)] {
+pub(super) fn inner<'t>(look: &Look<'t>) -> &'t [(u32, u32)] {
     look.table.inner.get_or_init(|| {
         let by = By::Link {
             deleted: false,

@@ -67,6 +67,16 @@ pub fn scan(sweep: &Sweep) -> Scan {
         let (linked, others, slow) = inspect(&looked, own_ns.as_ref(), &ours, &dirs);
         // A view of a folder in another namespace is known to the processes looked at after it
         // was read: one looked at before may hold a file through it, so this scan does not count.
+        // So is a filesystem mounted inside a folder there: a file's device tells nothing
+        // where it may be one (see `inside`).
+        let looks = others.values().map(|t| Look::of(t, &ours, &dirs));
+        if sweep.inside.note(looks) {
+            pass.looks_unsettled.get_or_insert(
+                "a filesystem mounted in a swept folder in another mount namespace was first \
+                 seen while a scan looked"
+                    .into(),
+            );
+        }
         if sweep.mounts.remember(others.values(), &dirs.dirs) {
             pass.looks_unsettled.get_or_insert(
                 "a view of a swept folder in another mount namespace was first seen while a \
@@ -76,6 +86,11 @@ pub fn scan(sweep: &Sweep) -> Scan {
         }
         for ((stat, linked), (cmdline, maps)) in looked.iter().zip(linked).zip(slow) {
             pass.finish(stat, linked, &ours, &others, &dirs, cmdline, maps);
+        }
+        // A link is taken at its text when its mount id is in a table read before it: a mount
+        // unmounted since frees its id, which a mount made and detached at once may take.
+        if let Some(why) = lost_since(&ours, &others) {
+            pass.looks_unsettled.get_or_insert(why);
         }
         // What appeared while this pass looked: a process that keeps forking away from its pid
         // is only ever in a listing made after it moved, so the scan follows until a listing
@@ -98,6 +113,29 @@ pub fn scan(sweep: &Sweep) -> Scan {
     pass.scan.unsettled =
         listing::unsettled(settled, before, Mark::now()).or(pass.looks_unsettled.take());
     pass.scan
+}
+
+/// Why a mount of `ours` or of `others` (each read again from the process that showed it) may
+/// no longer be the one its id named when the table was read, when one may: it is gone or
+/// another now. A table that cannot be read again (its process ended) is not asked.
+fn lost_since(ours: &Table, others: &Others) -> Option<String> {
+    let again = |from: Option<i32>| -> Option<Vec<u8>> {
+        let name = match from {
+            None => "self/mountinfo".to_string(),
+            Some(pid) => format!("{pid}/mountinfo"),
+        };
+        proc::read(&name).ok()
+    };
+    let lost = |table: &Table, base: &Path| {
+        again(table.from)
+            .is_some_and(|text| text != table.text && table.lost_since(&Table::parse(&text, base)))
+    };
+    let theirs = others.iter().any(|((_, root), t)| lost(t, root));
+    (lost(ours, Path::new("/")) || theirs).then(|| {
+        "a mount was unmounted while a scan looked: its id may have passed to another mount, so \
+         a link on it proves nothing"
+            .into()
+    })
 }
 
 /// The links of `looked` on two threads of their own (they are most of a pass's work, nearly all

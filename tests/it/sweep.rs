@@ -1854,3 +1854,31 @@ fn a_file_on_an_overlay_is_not_placed_by_the_device_it_reports() {
         "{sweep}"
     );
 }
+
+#[test]
+fn a_file_on_a_filesystem_mounted_in_the_folder_in_another_namespace_is_never_taken_for_nothing() {
+    let _alone = harness::alone();
+    if needs_root("mounting in a mount namespace") {
+        return;
+    }
+    // One process mounts a tmpfs on `sub` of the folder in a namespace of its own; another, in
+    // ours, opens a file there through the first one's root. Its descriptor is on a mount that
+    // neither its table nor ours lists, on a device no folder is on: only the first one's
+    // table, which the scan reads too, tells that that filesystem lies in the folder.
+    let f = Folder::new();
+    let inst = Instance::start(&f, &[&f.dir()]);
+    let script = r#"mount -t tmpfs none "$W/sub" || exit 1; exec "$H" sleep "$R""#;
+    let Some(p) = detaching_in_a_namespace(&f, script) else {
+        return;
+    };
+    let through = format!("/proc/{}/root{}/sub/f", p.pid(), path_str(&f.dir()));
+    let q = Outside::start(
+        "exec 3>>\"$F\"; exec sleep 1000",
+        Path::new("/"),
+        &[("F", Path::new(&through))],
+        "sleep",
+    );
+    let sweep = inst.sweep();
+    let found = inst.what(q.pid()).is_some() || unverified_why(&sweep, q.pid()).is_some();
+    assert!(found, "{sweep}");
+}
