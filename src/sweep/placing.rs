@@ -122,10 +122,16 @@ impl Look<'_> {
         if far && self.on_listed(dir, &format!("fd/{fd}")) {
             return Is::Not;
         }
-        let info = dir.fdinfo(fd);
+        let info = match dir.fdinfo(fd) {
+            proc::Got::Text(info) => info,
+            // Closed since its link was read: it holds nothing now (and what took its number
+            // is another file, whose link was not read).
+            proc::Got::Gone => return Is::Not,
+            proc::Got::Denied(why) => return Is::Unknown(why),
+        };
         match info.mnt_id {
-            // No fdinfo (closed meanwhile, or no mount id in this kernel's): the top mount's
-            // answer, as the path gives it.
+            // No mount id in this kernel's fdinfo (before 3.15): the top mount's answer, as
+            // the path gives it.
             None => self.settled(self.holds(link, None), link, None),
             Some(id) => self.placed(dir, &format!("fd/{fd}"), id, link, info.ino, || {
                 format!("its descriptor {fd}")
@@ -207,13 +213,31 @@ impl Look<'_> {
         id: u64,
         link: &Link,
         ino: Option<u64>,
-        what: impl FnOnce() -> String,
+        what: impl Fn() -> String,
     ) -> Is {
         let link = &self.marked(link, id);
+        // The kernel writes a link on a listed mount below that mount's point: one that is not
+        // was read after the mount the table knows by that id was unmounted (the id is another
+        // mount's now, one made and detached since). Its text then proves nothing.
+        let off = |m: Option<&super::mounts::Mount>| {
+            m.filter(|m| !link.path.starts_with(&m.point)).map(|m| {
+                Is::Unknown(format!(
+                    "/proc/{}: {} ({}) is not below the mount its id ({id}) names in the table \
+                     read ({}): that mount may have been replaced since",
+                    self.pid,
+                    what(),
+                    link.path.display(),
+                    m.point.display()
+                ))
+            })
+        };
         match id {
             // One of the kernel's own mounts (a memfd, shared memory): in no folder.
             0 => Is::Not,
             id if self.table.by_id(id).is_some() => {
+                if let Some(is) = off(self.table.by_id(id)) {
+                    return is;
+                }
                 let node = (self.table.by_id(id).zip(ino)).map(|(m, i)| (m.dev, i));
                 self.settled(self.holds_by(link, Some(id), ino), link, node)
             }
@@ -221,6 +245,9 @@ impl Look<'_> {
             // before it made a namespace of its own, or kept after its namespace lost the
             // mount): the link reads as a path of ours.
             id if self.dirs.ours(id) => {
+                if let Some(is) = off(self.ours.by_id(id)) {
+                    return is;
+                }
                 let held = self
                     .in_ours()
                     .is_some_and(|o| o.holds_by(link, Some(id), ino));
@@ -349,4 +376,45 @@ pub(super) fn inner<'t>(look: &Look<'t>) -> &'t [(u32, u32)] {
             .map(|m| m.dev)
             .collect()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sweep::mounts::Ident;
+    use crate::sweep::target::{Target, Targets};
+    use std::path::{Path, PathBuf};
+
+    #[test]
+    fn a_link_not_below_the_mount_its_id_names_proves_nothing() {
+        let table = Table::parse(
+            b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n40 22 0:40 / /mnt/m rw - tmpfs none rw\n",
+            Path::new("/"),
+        );
+        let dirs = Targets {
+            dirs: vec![Target {
+                ident: Ident {
+                    dev: (8, 1),
+                    path: PathBuf::from("/x/dir"),
+                },
+                deleted: false,
+                ino: Some(7),
+            }],
+            ours: vec![22, 40],
+            ..Targets::default()
+        };
+        let look = Look::of(&table, &table, &dirs);
+        let link = Link {
+            path: PathBuf::from("/x/dir/f"),
+            deleted: false,
+        };
+        let what = || "its descriptor 3".to_string();
+        assert!(matches!(look.by_mount(22, &link, None, what), Is::Held));
+        // Id 40 is a tmpfs at /mnt/m in the table read: a link that reads /x/dir/f was read
+        // when the id was another mount's (one made and detached after that tmpfs went).
+        assert!(matches!(
+            look.by_mount(40, &link, None, what),
+            Is::Unknown(_)
+        ));
+    }
 }

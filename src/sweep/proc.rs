@@ -195,8 +195,13 @@ impl Dir {
 
     /// What this process's (or thread's) own `fdinfo` says of descriptor `fd`: the mount id
     /// it was opened through, and its inode number.
-    pub fn fdinfo(&self, fd: &str) -> FdInfo {
-        FdInfo::of(self.read(&format!("fdinfo/{fd}")).ok())
+    /// `Gone` when the descriptor is closed (or the process gone).
+    pub fn fdinfo(&self, fd: &str) -> Got<FdInfo> {
+        match self.read(&format!("fdinfo/{fd}")) {
+            Got::Text(text) => Got::Text(FdInfo::of(Some(text))),
+            Got::Gone => Got::Gone,
+            Got::Denied(why) => Got::Denied(why),
+        }
     }
 
     /// What the link `name` (`cwd`, `root`, `exe`) points to, as seen through a descriptor of
