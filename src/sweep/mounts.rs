@@ -50,6 +50,8 @@ pub struct Table {
     pub inner: std::sync::OnceLock<Vec<(u32, u32)>>,
     /// The text it was read from.
     pub text: Vec<u8>,
+    /// The ids of its mounts that a link was taken at its text by (see `lost_since`).
+    pub trusted: std::sync::Mutex<Vec<u64>>,
 }
 
 impl Table {
@@ -66,6 +68,7 @@ impl Table {
             whole: base == Path::new("/"),
             inner: Default::default(),
             text: text.to_vec(),
+            trusted: Default::default(),
         }
     }
 
@@ -81,10 +84,19 @@ impl Table {
         self.mounts.iter()
     }
 
-    /// Whether a mount of this table is not in `now` (read later) as it was: unmounted, or its
-    /// id another mount's since.
+    /// Notes that a link was taken at its text because mount `id` is in this table.
+    pub fn trust(&self, id: u64) {
+        let mut ids = self.trusted.lock().unwrap_or_else(|e| e.into_inner());
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+
+    /// Whether a mount of this table that a link was taken at its text by (see `trust`) is not
+    /// in `now` (read later) as it was: unmounted, or its id another mount's since.
     pub fn lost_since(&self, now: &Table) -> bool {
-        self.mounts.iter().any(|m| {
+        let ids = self.trusted.lock().unwrap_or_else(|e| e.into_inner());
+        self.mounts.iter().filter(|m| ids.contains(&m.id)).any(|m| {
             !now.by_id(m.id).is_some_and(|n| {
                 (n.parent, n.dev, &n.root, &n.point, n.root_deleted)
                     == (m.parent, m.dev, &m.root, &m.point, m.root_deleted)
@@ -273,6 +285,9 @@ mod tests {
     #[test]
     fn a_mount_unmounted_or_whose_id_another_took_is_lost_and_a_new_one_is_not() {
         let then = Table::parse(INFO, Path::new("/"));
+        for id in [22, 30, 40, 41, 42, 43] {
+            then.trust(id);
+        }
         let same = Table::parse(INFO, Path::new("/"));
         assert!(!then.lost_since(&same));
         let more = [INFO, b"50 22 0:50 / /new rw - tmpfs tmpfs rw\n"].concat();
@@ -283,6 +298,10 @@ mod tests {
         // Id 43 unmounted, then taken by another mount.
         let other = text.replace("43 22 8:1 / /a\\040b", "43 22 0:60 / /elsewhere");
         assert!(then.lost_since(&Table::parse(other.as_bytes(), Path::new("/"))));
+        // One no link was taken by is no matter.
+        let few = Table::parse(INFO, Path::new("/"));
+        few.trust(22);
+        assert!(!few.lost_since(&Table::parse(fewer.as_bytes(), Path::new("/"))));
     }
 
     fn id(dev: (u32, u32), path: &str) -> Option<Ident> {

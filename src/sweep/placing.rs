@@ -147,7 +147,16 @@ impl Look<'_> {
     /// listed (its `fdinfo` tells).
     fn on_listed(&self, dir: &proc::Dir, name: &str) -> bool {
         match dir.mount_id(name) {
-            proc::Got::Text(id) => id == 0 || self.table.by_id(id).is_some() || self.dirs.ours(id),
+            proc::Got::Text(0) => true,
+            proc::Got::Text(id) if self.table.by_id(id).is_some() => {
+                self.table.trust(id);
+                true
+            }
+            proc::Got::Text(id) if self.dirs.ours(id) => {
+                self.ours.trust(id);
+                true
+            }
+            proc::Got::Text(_) => false,
             proc::Got::Gone => true,
             proc::Got::Denied(_) => false,
         }
@@ -238,6 +247,7 @@ impl Look<'_> {
                 if let Some(is) = off(self.table.by_id(id)) {
                     return is;
                 }
+                self.table.trust(id);
                 let node = (self.table.by_id(id).zip(ino)).map(|(m, i)| (m.dev, i));
                 self.settled(self.holds_by(link, Some(id), ino), link, node)
             }
@@ -248,6 +258,7 @@ impl Look<'_> {
                 if let Some(is) = off(self.ours.by_id(id)) {
                     return is;
                 }
+                self.ours.trust(id);
                 let held = self
                     .in_ours()
                     .is_some_and(|o| o.holds_by(link, Some(id), ino));
