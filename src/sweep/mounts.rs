@@ -52,6 +52,8 @@ pub struct Table {
     pub text: Vec<u8>,
     /// The ids of its mounts that a link was taken at its text by (see `lost_since`).
     pub trusted: std::sync::Mutex<Vec<u64>>,
+    /// The last of them noted: most links of a process are on one mount.
+    pub last_trusted: std::sync::atomic::AtomicU64,
 }
 
 impl Table {
@@ -69,6 +71,7 @@ impl Table {
             inner: Default::default(),
             text: text.to_vec(),
             trusted: Default::default(),
+            last_trusted: Default::default(),
         }
     }
 
@@ -86,10 +89,15 @@ impl Table {
 
     /// Notes that a link was taken at its text because mount `id` is in this table.
     pub fn trust(&self, id: u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.last_trusted.load(Relaxed) == id {
+            return;
+        }
         let mut ids = self.trusted.lock().unwrap_or_else(|e| e.into_inner());
         if !ids.contains(&id) {
             ids.push(id);
         }
+        self.last_trusted.store(id, Relaxed);
     }
 
     /// Whether a mount of this table that a link was taken at its text by (see `trust`) is not

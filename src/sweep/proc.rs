@@ -73,23 +73,24 @@ pub fn numbered(name: &str) -> Got<Vec<(Pid, u64)>> {
 }
 
 fn numbered_at(at: impl AsFd, name: &str) -> Got<Vec<(Pid, u64)>> {
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let dir = match nix::dir::Dir::openat(at.as_fd(), name, flags, Mode::empty()) {
-        Ok(d) => d,
-        Err(e) => return judged(name, io::Error::from(e)),
+    let entries = match listed(at, name) {
+        Ok(e) => e,
+        Err(e) => return judged(name, e),
     };
-    let mut out = Vec::new();
-    for entry in dir {
-        let entry = match entry {
-            Ok(e) => e,
-            Err(e) => return judged(name, io::Error::from(e)),
-        };
-        let number = entry.file_name().to_str().ok().and_then(|n| n.parse().ok());
-        if let Some(n) = number {
-            out.push((Pid::from_raw(n), entry.ino()));
-        }
-    }
-    Got::Text(out)
+    let number = |n: &[u8]| std::str::from_utf8(n).ok()?.parse().ok();
+    Got::Text(
+        entries
+            .into_iter()
+            .filter_map(|(ino, n)| Some((Pid::from_raw(number(&n)?), ino)))
+            .collect(),
+    )
+}
+
+/// The entries of the folder `name` under `at`, and the folder, open.
+fn listed(at: impl AsFd, name: &str) -> io::Result<Vec<(u64, Vec<u8>)>> {
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+    let dir = nix::fcntl::openat(at, name, flags, Mode::empty())?;
+    crate::sys::entries(dir.as_fd())
 }
 
 /// One process's folder under /proc, held open: each name under it is then looked up from there,
@@ -222,27 +223,20 @@ impl Dir {
     /// Each open descriptor's number and link text; a descriptor closed meanwhile is left out.
     pub fn fds(&self) -> Got<Vec<(String, Vec<u8>)>> {
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let dir = match nix::dir::Dir::openat(&self.fd, "fd", flags, Mode::empty()) {
-            Ok(d) => d,
-            Err(e) => return judged(&format!("{}/fd", self.pid), io::Error::from(e)),
-        };
-        let fd = dir.as_fd().try_clone_to_owned();
-        let Ok(fd) = fd else {
-            return Got::Denied(format!("/proc/{}/fd: out of descriptors", self.pid));
+        let listed = nix::fcntl::openat(&self.fd, "fd", flags, Mode::empty())
+            .map_err(io::Error::from)
+            .and_then(|fd| Ok((crate::sys::entries(fd.as_fd())?, fd)));
+        let (entries, fd) = match listed {
+            Ok(l) => l,
+            Err(e) => return judged(&format!("{}/fd", self.pid), e),
         };
         let mut out = Vec::new();
-        for entry in dir {
-            let Ok(entry) = entry else {
-                return Got::Denied(format!("/proc/{}/fd: cannot be listed", self.pid));
-            };
-            let Ok(name) = entry.file_name().to_str() else {
+        for (_, name) in entries {
+            let Ok(name) = String::from_utf8(name) else {
                 continue;
             };
-            if name.starts_with('.') {
-                continue;
-            }
-            match nix::fcntl::readlinkat(&fd, name) {
-                Ok(t) => out.push((name.to_string(), t.into_encoded_bytes())),
+            match nix::fcntl::readlinkat(&fd, name.as_str()) {
+                Ok(t) => out.push((name, t.into_encoded_bytes())),
                 Err(nix::errno::Errno::ENOENT) => {}
                 Err(e) => return judged(&format!("{}/fd/{name}", self.pid), io::Error::from(e)),
             }

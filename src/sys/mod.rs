@@ -3,6 +3,7 @@
 //! Everything above this module speaks in `Pid`, `Sig` and `OwnedFd`.
 #![allow(unsafe_code)]
 
+mod dents;
 mod epoll;
 mod handle;
 mod kcmp;
@@ -15,6 +16,7 @@ mod spawn;
 mod start;
 mod write;
 
+pub use dents::*;
 pub use epoll::*;
 pub use handle::*;
 pub use kcmp::*;
