@@ -105,6 +105,7 @@ pub struct Look<'a> {
     pub root: Option<Link>,
 }
 
+#[cfg(test)]
 impl<'a> Look<'a> {
     /// A look at no process in particular, to judge `table`'s own mounts.
     pub fn of(table: &'a Table, ours: &'a Table, dirs: &'a Targets) -> Look<'a> {

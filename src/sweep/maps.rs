@@ -79,7 +79,7 @@ impl Look<'_> {
         let is_known = |k: &Named| known.lock().expect("no panic holds it").contains(k);
         let mut left = Vec::new();
         let mut asked = Vec::new();
-        for l in far.into_iter().filter(|l| self.swept_device(l.dev)) {
+        for l in far {
             match self.named(&l) {
                 // No mount of its device at its name: the name is not its path.
                 None => left.push(l),
@@ -185,10 +185,7 @@ impl Look<'_> {
         });
         if let Some((id, _, raw)) = found {
             return match mounts::link_path(&raw) {
-                Some(link) => self.or_elsewhere(
-                    self.by_mount(id, &link, Some(l.ino), || "a mapped file".into()),
-                    || Some(l.dev),
-                ),
+                Some(link) => self.by_mount(id, &link, Some(l.ino), || "a mapped file".into()),
                 None => Is::Not,
             };
         }

@@ -6,7 +6,6 @@ mod args;
 mod detached;
 mod dir;
 mod holds;
-mod inside;
 mod listing;
 mod maps;
 mod mounts;
@@ -41,8 +40,6 @@ pub struct Sweep {
     own_start: u64,
     /// The mounts seen showing a folder since the start (see `detached`).
     mounts: detached::Memory,
-    /// The filesystems seen mounted inside a folder since the start, in any namespace.
-    pub(crate) inside: inside::Inside,
 }
 
 impl Sweep {
@@ -65,7 +62,6 @@ impl Sweep {
             strict,
             own_start,
             mounts: detached::Memory::default(),
-            inside: inside::Inside::default(),
         };
         sweep.targets(&table);
         Ok(sweep)
@@ -86,19 +82,15 @@ impl Sweep {
         let mut ours: Vec<u64> = table.iter().map(|m| m.id).collect();
         ours.sort_unstable();
         let remembered = self.mounts.unlisted(table);
-        let mut targets = target::Targets {
+        target::Targets {
             places: detached::places(&remembered),
             remembered,
             dirs,
             ours,
             pinned: self.dirs.iter().filter_map(|d| d.mount_id()).collect(),
             unknown: lost,
-            inside: Vec::new(),
             at_name: Default::default(),
-        };
-        self.inside.note([holds::Look::of(table, table, &targets)]);
-        targets.inside = self.inside.all();
-        targets
+        }
     }
 
     /// One pass over every process `/proc` shows.

@@ -45,9 +45,6 @@ pub struct Table {
     /// Read from a process whose root is its namespace's: every mount is shown. A process
     /// chroot'ed elsewhere is shown only the mounts below its root.
     pub whole: bool,
-    /// The devices of the mounts whose root lies in a swept folder, found once a scan (see
-    /// `maps`).
-    pub inner: std::sync::OnceLock<Vec<(u32, u32)>>,
     /// The text it was read from.
     pub text: Vec<u8>,
     /// The ids of its mounts that a link was taken at its text by (see `lost_since`).
@@ -68,7 +65,6 @@ impl Table {
             mounts,
             from: None,
             whole: base == Path::new("/"),
-            inner: Default::default(),
             text: text.to_vec(),
             trusted: Default::default(),
             last_trusted: Default::default(),

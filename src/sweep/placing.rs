@@ -164,7 +164,7 @@ impl Look<'_> {
 
     /// Where `link`, the link `name` of `dir`, lies on mount `id` (see `by_mount`). Where that
     /// is unknown, a table of the process's namespace read now may list the mount (one made
-    /// after the scan read that table); else its device may tell it is in no folder.
+    /// after the scan read that table); else a character device is in none (see `or_device`).
     fn placed(
         &self,
         dir: &proc::Dir,
@@ -190,30 +190,18 @@ impl Look<'_> {
             };
             return look.by_mount(id, link, ino, &what);
         }
-        self.or_elsewhere(is, || dir.device(name, id))
+        self.or_device(is, || dir.is_device(name, id))
     }
 
-    /// `is`, except that a file whose place is unknown is in no folder when its device (asked
-    /// only then, and told only on a filesystem whose files all have the device mountinfo
-    /// shows, see `proc::Dir::device`) is one where nothing lies in a folder: a mount of a
-    /// namespace no process here shows (a descriptor inherited from outside a container) is in
-    /// no table either.
-    pub(super) fn or_elsewhere(&self, is: Is, dev: impl FnOnce() -> Option<(u32, u32)>) -> Is {
+    /// `is`, except that a character device (a terminal, /dev/null) whose place is unknown
+    /// is taken as in no folder: what is written to one goes to its driver, never into a
+    /// folder, and a process inherits such descriptors across namespaces (a container's
+    /// stdin, opened by its runtime in a namespace no process here shows).
+    pub(super) fn or_device(&self, is: Is, device: impl FnOnce() -> bool) -> Is {
         match is {
-            Is::Unknown(_) if dev().is_some_and(|d| !self.swept_device(d)) => Is::Not,
+            Is::Unknown(_) if device() => Is::Not,
             is => is,
         }
-    }
-
-    /// Whether something on device `dev` may lie in a folder: a folder's own device, or that of
-    /// a filesystem mounted in one (in this namespace, in ours, or one a scan saw in any
-    /// namespace, see `inside`), or a remembered view's.
-    pub(super) fn swept_device(&self, dev: (u32, u32)) -> bool {
-        self.dirs.iter().any(|d| d.ident.dev == dev)
-            || self.dirs.remembered.iter().any(|m| m.dev == dev)
-            || self.dirs.inside.contains(&dev)
-            || inner(self).contains(&dev)
-            || self.in_ours().is_some_and(|o| inner(&o).contains(&dev))
     }
 
     /// Where `link` lies, reached through mount `id` (`what` names the link in words).
@@ -373,20 +361,6 @@ fn unknown(what: &str, link: &Link, id: u64, look: &Look) -> String {
         look.pid,
         link.path.display()
     )
-}
-
-/// The devices of the mounts of `look`'s table whose root lies in a folder, found once a scan.
-pub(super) fn inner<'t>(look: &Look<'t>) -> &'t [(u32, u32)] {
-    look.table.inner.get_or_init(|| {
-        let by = By::Link {
-            deleted: false,
-            ino: None,
-        };
-        (look.table.iter())
-            .filter(|m| look.within(&m.point, m, by))
-            .map(|m| m.dev)
-            .collect()
-    })
 }
 
 #[cfg(test)]

@@ -168,30 +168,24 @@ impl Dir {
         }
     }
 
-    /// The device of the file the link `name` leads to while it is on mount `id`, asked on the
-    /// reader thread (see `sys::file_at`), when its filesystem is one that gives every file its
-    /// own device, the one mountinfo shows (see `plain`); None when it is not, when it cannot be
-    /// told in time, or when the link leads elsewhere by now.
-    pub fn device(&self, name: &str, id: u64) -> Option<(u32, u32)> {
-        let at = self.fd.try_clone().ok()?;
+    /// Whether the link `name` leads, while it is on mount `id`, to a character device, asked
+    /// on the reader thread (see `sys::file_at`); false when that cannot be told in time, or
+    /// when the link leads elsewhere by now.
+    pub fn is_device(&self, name: &str, id: u64) -> bool {
+        let Ok(at) = self.fd.try_clone() else {
+            return false;
+        };
         let name = name.to_string();
         let read = slowread::read(Box::new(move || {
             let flags = OFlag::O_PATH | OFlag::O_CLOEXEC;
             let fd = nix::fcntl::openat(&at, name.as_str(), flags, Mode::empty())?;
-            let (dev, _, mnt) = crate::sys::file_at(fd.as_fd())?;
+            let (mode, mnt) = crate::sys::file_at(fd.as_fd())?;
             if mnt.is_some_and(|m| m != id) {
                 return Err(io::Error::other("on another mount by now"));
             }
-            if !plain(nix::sys::statfs::fstatfs(&fd)?.filesystem_type()) {
-                return Err(io::Error::other(
-                    "a filesystem whose files have devices of their own",
-                ));
-            }
-            Ok([dev.0.to_ne_bytes(), dev.1.to_ne_bytes()].concat())
+            Ok(vec![u8::from(mode & libc::S_IFMT == libc::S_IFCHR)])
         }));
-        let bytes = read.ok()?;
-        let word = |at: usize| Some(u32::from_ne_bytes(bytes.get(at..at + 4)?.try_into().ok()?));
-        Some((word(0)?, word(4)?))
+        read.is_ok_and(|answer| answer == [1])
     }
 
     /// What this process's (or thread's) own `fdinfo` says of descriptor `fd`: the mount id
@@ -358,29 +352,6 @@ pub fn stat(bytes: &[u8]) -> Option<Stat> {
         starttime: f.get(19)?.parse().ok()?,
         threads: f.get(17)?.parse().ok()?,
     })
-}
-
-/// Whether a filesystem of type `kind` reports, for every file, the device its mountinfo line
-/// shows. btrfs (a device per subvolume, none of them mounted), overlayfs (a file's real
-/// filesystem's) and the kinds not known here do not, so a file's device proves nothing there.
-fn plain(kind: nix::sys::statfs::FsType) -> bool {
-    // Written out: the C library's names for them differ between glibc and musl.
-    const PLAIN: [u32; 13] = [
-        0x0102_1994, // tmpfs (and devtmpfs)
-        0xef53,      // ext2, ext3, ext4
-        0x5846_5342, // xfs
-        0xf2f5_2010, // f2fs
-        0x4d44,      // msdos, vfat
-        0x9660,      // iso9660
-        0x6573_5546, // fuse
-        0x6969,      // nfs
-        0x9fa0,      // proc
-        0x6265_6572, // sysfs
-        0x1cd1,      // devpts
-        0x6367_7270, // cgroup2
-        0x9584_58f6, // hugetlbfs
-    ];
-    u32::try_from(kind.0 as u64 & 0xffff_ffff).is_ok_and(|k| PLAIN.contains(&k))
 }
 
 #[cfg(test)]

@@ -67,16 +67,6 @@ pub fn scan(sweep: &Sweep) -> Scan {
         let (linked, others, slow) = inspect(&looked, own_ns.as_ref(), &ours, &dirs);
         // A view of a folder in another namespace is known to the processes looked at after it
         // was read: one looked at before may hold a file through it, so this scan does not count.
-        // So is a filesystem mounted inside a folder there: a file's device tells nothing
-        // where it may be one (see `inside`).
-        let looks = others.values().map(|t| Look::of(t, &ours, &dirs));
-        if sweep.inside.note(looks) {
-            pass.looks_unsettled.get_or_insert(
-                "a filesystem mounted in a swept folder in another mount namespace was first \
-                 seen while a scan looked"
-                    .into(),
-            );
-        }
         if sweep.mounts.remember(others.values(), &dirs.dirs) {
             pass.looks_unsettled.get_or_insert(
                 "a view of a swept folder in another mount namespace was first seen while a \

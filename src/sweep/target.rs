@@ -79,9 +79,6 @@ pub struct Targets {
     pub pinned: Vec<u64>,
     /// Why a folder is left out, when one is: where it is now cannot be told.
     pub unknown: Option<String>,
-    /// The devices of the filesystems seen mounted inside a folder, in any namespace, since
-    /// the start (see `inside`).
-    pub inside: Vec<(u32, u32)>,
     /// Mapped files found at their name by this scan (see `maps`).
     pub at_name: std::sync::Mutex<std::collections::HashSet<Named>>,
 }

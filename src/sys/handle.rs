@@ -70,11 +70,11 @@ pub fn mount_id_at(dir: BorrowedFd, name: &CStr) -> io::Result<u64> {
     }
 }
 
-/// The device, inode and mount id (Linux 5.8, else None) of the file `fd` (one opened O_PATH).
-/// statx(2) with `AT_STATX_DONT_SYNC`: a network filesystem answers from what it has cached
-/// where it can, but one may still ask its server, so this is for the reader thread.
-pub fn file_at(fd: BorrowedFd) -> io::Result<((u32, u32), u64, Option<u64>)> {
-    const STATX_INO: libc::c_uint = 0x100;
+/// The type and mode bits and the mount id (Linux 5.8, else None) of the file `fd` (one opened
+/// O_PATH). statx(2) with `AT_STATX_DONT_SYNC`: a network filesystem answers from what it has
+/// cached where it can, but one may still ask its server, so this is for the reader thread.
+pub fn file_at(fd: BorrowedFd) -> io::Result<(u32, Option<u64>)> {
+    const STATX_TYPE: libc::c_uint = 0x1;
     const STATX_MNT_ID: libc::c_uint = 0x1000;
     // struct statx is 256 bytes; the fields read here are at fixed offsets in every version.
     let mut buf = [0u8; 256];
@@ -86,7 +86,7 @@ pub fn file_at(fd: BorrowedFd) -> io::Result<((u32, u32), u64, Option<u64>)> {
             fd.as_raw_fd(),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH | libc::AT_STATX_DONT_SYNC,
-            STATX_INO | STATX_MNT_ID,
+            STATX_TYPE | STATX_MNT_ID,
             buf.as_mut_ptr(),
         )
     };
@@ -95,8 +95,8 @@ pub fn file_at(fd: BorrowedFd) -> io::Result<((u32, u32), u64, Option<u64>)> {
     }
     let u32_at = |at: usize| u32::from_ne_bytes(buf[at..at + 4].try_into().expect("4 bytes"));
     let u64_at = |at: usize| u64::from_ne_bytes(buf[at..at + 8].try_into().expect("8 bytes"));
-    // stx_mask at 0, stx_ino at 32, stx_dev_major and stx_dev_minor at 136 and 140, stx_mnt_id
-    // at 144.
+    // stx_mask at 0, stx_mode (u16) at 28, stx_mnt_id at 144.
+    let mode = u32::from(u16::from_ne_bytes(buf[28..30].try_into().expect("2 bytes")));
     let mnt = (u32_at(0) & STATX_MNT_ID != 0).then(|| u64_at(144));
-    Ok(((u32_at(136), u32_at(140)), u64_at(32), mnt))
+    Ok((mode, mnt))
 }
