@@ -323,7 +323,12 @@ impl Look<'_> {
         let Some(fds) = held.deny(dir.fds()) else {
             return false;
         };
-        for (fd, text) in fds {
+        for proc::Fd {
+            num: fd,
+            text,
+            mount,
+        } in fds
+        {
             let Some(link) = mounts::link_path(&text) else {
                 // A ring's registered files may have no descriptor of their own left.
                 if uring::is_ring(&text) {
@@ -352,7 +357,7 @@ impl Look<'_> {
             };
             // The mount it was opened through tells where it lies, which its path does not
             // under a later mount or on a mount detached since (see `detached`).
-            if held.judged(What::Fd, self.fd_is(dir, &fd, &link)) {
+            if held.judged(What::Fd, self.fd_is(dir, &fd, &link, mount)) {
                 return true;
             }
         }

@@ -55,9 +55,18 @@ impl Look<'_> {
         // Only a map whose path could lie in a folder, by some table, is worth a lookup, as
         // for a descriptor (see `detached`); and one whose name may not be its path (see
         // `unproven`).
+        let proven = self.table.proven_maps.lock().expect("no panic holds it");
         let (mut asked, far): (Vec<Line>, Vec<Line>) = lines(maps)
             .filter(|l| once.insert((l.dev, l.ino, l.path)))
+            .filter(|l| match proven.get(&(l.dev, l.ino, l.path.to_vec())) {
+                Some(mount) => {
+                    self.table.trust(*mount);
+                    false
+                }
+                None => true,
+            })
             .partition(|l| self.could_map(l));
+        drop(proven);
         asked.extend(self.unproven(far));
         let reads = asked.iter().map(|l| self.lookup(l)).collect();
         let answers = slowread::read_all(reads);
@@ -83,7 +92,7 @@ impl Look<'_> {
             match self.named(&l) {
                 // No mount of its device at its name: the name is not its path.
                 None => left.push(l),
-                Some((_, k)) if is_known(&k) => {}
+                Some((mount, k)) if is_known(&k) => self.proven(&l, mount),
                 Some(k) => asked.push((l, k)),
             }
         }
@@ -92,13 +101,20 @@ impl Look<'_> {
         for ((l, (mount, key)), answer) in asked.into_iter().zip(answers) {
             match decode(answer).is_some_and(|(id, ino, _)| id == mount && ino == l.ino) {
                 true => {
-                    self.table.trust(mount);
+                    self.proven(&l, mount);
                     known.lock().expect("no panic holds it").insert(key);
                 }
                 false => left.push(l),
             }
         }
         left
+    }
+
+    /// Notes that the map `l`'s name is its path, on mount `mount` of this table.
+    fn proven(&self, l: &Line, mount: u64) {
+        self.table.trust(mount);
+        let mut proven = self.table.proven_maps.lock().expect("no panic holds it");
+        proven.insert((l.dev, l.ino, l.path.to_vec()), mount);
     }
 
     /// The mount of the map `l`'s device at its name in this table, and where that name lies

@@ -51,7 +51,14 @@ pub struct Table {
     pub trusted: std::sync::Mutex<Vec<u64>>,
     /// The last of them noted: most links of a process are on one mount.
     pub last_trusted: std::sync::atomic::AtomicU64,
+    /// Maps (device, inode, name as `maps` writes it) whose name this scan proved their path,
+    /// each with the mount it lies on (see `maps`): the processes of a namespace map the same
+    /// libraries.
+    pub proven_maps: std::sync::Mutex<std::collections::HashMap<MapLine, u64>>,
 }
+
+/// A line of `maps` as a key: the device, the inode and the name as written.
+pub type MapLine = ((u32, u32), u64, Vec<u8>);
 
 impl Table {
     /// Parses mountinfo text. Its mount points are relative to the root of the process it was read
@@ -68,6 +75,7 @@ impl Table {
             text: text.to_vec(),
             trusted: Default::default(),
             last_trusted: Default::default(),
+            proven_maps: Default::default(),
         }
     }
 

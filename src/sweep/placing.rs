@@ -113,13 +113,19 @@ impl Look<'_> {
     }
 
     /// Whether descriptor `fd` of `dir`, its link read as `link`, holds a folder.
-    pub(super) fn fd_is(&self, dir: &proc::Dir, fd: &str, link: &Link) -> Is {
+    pub(super) fn fd_is(
+        &self,
+        dir: &proc::Dir,
+        fd: &str,
+        link: &Link,
+        mount: proc::Got<u64>,
+    ) -> Is {
         let by_table = self.could_hold(link);
         let ours = self.in_ours();
         let by_ours = ours.as_ref().is_some_and(|o| o.could_hold(link));
         // A table that does not show every mount leaves every path to its mount id.
         let far = !by_table && !by_ours && !self.remembered_fits(link) && self.table.whole;
-        if far && self.on_listed(dir, &format!("fd/{fd}")) {
+        if far && self.listed(mount) {
             return Is::Not;
         }
         let info = match dir.fdinfo(fd) {
@@ -146,7 +152,12 @@ impl Look<'_> {
     /// gone meanwhile holds nothing; one whose mount cannot be asked this way is not taken as
     /// listed (its `fdinfo` tells).
     fn on_listed(&self, dir: &proc::Dir, name: &str) -> bool {
-        match dir.mount_id(name) {
+        self.listed(dir.mount_id(name))
+    }
+
+    /// `on_listed`, with the mount id already asked.
+    fn listed(&self, mount: proc::Got<u64>) -> bool {
+        match mount {
             proc::Got::Text(0) => true,
             proc::Got::Text(id) if self.table.by_id(id).is_some() => {
                 self.table.trust(id);

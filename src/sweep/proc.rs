@@ -10,6 +10,24 @@ use nix::unistd::Pid;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 
+/// One open descriptor: its number, its link's text, and (for a path) its mount id.
+pub struct Fd {
+    pub num: String,
+    pub text: Vec<u8>,
+    pub mount: Got<u64>,
+}
+
+/// See `Dir::mount_id`; `at` is the folder `name` is in.
+fn mount_id_at(at: &OwnedFd, name: &str, pid: Pid) -> Got<u64> {
+    let Ok(c) = std::ffi::CString::new(name) else {
+        return Got::Denied(format!("/proc/{pid}/{name}: not a name"));
+    };
+    match crate::sys::mount_id_at(at.as_fd(), &c) {
+        Ok(id) => Got::Text(id),
+        Err(e) => judged(&format!("{pid}/{name}"), e),
+    }
+}
+
 /// A read of one process's file.
 pub enum Got<T> {
     Text(T),
@@ -156,16 +174,11 @@ impl Dir {
         }
     }
 
-    /// The id of the mount the link `name` (`fd/3`, `cwd`) leads to, as `fdinfo` gives it, in
-    /// one call (see `sys::mount_id_at`). `Denied` where that call cannot tell (`fdinfo` can).
+    /// The id of the mount the link `name` (`cwd`, `root`, `exe`) leads to, as `fdinfo` gives
+    /// it, in one call (see `sys::mount_id_at`). `Denied` where that call cannot tell (`fdinfo`
+    /// can).
     pub fn mount_id(&self, name: &str) -> Got<u64> {
-        let Ok(c) = std::ffi::CString::new(name) else {
-            return Got::Denied(format!("/proc/{}/{name}: not a name", self.pid));
-        };
-        match crate::sys::mount_id_at(self.fd.as_fd(), &c) {
-            Ok(id) => Got::Text(id),
-            Err(e) => judged(&format!("{}/{name}", self.pid), e),
-        }
+        mount_id_at(&self.fd, name, self.pid)
     }
 
     /// Whether the link `name` leads, while it is on mount `id`, to a character device, asked
@@ -215,7 +228,7 @@ impl Dir {
     }
 
     /// Each open descriptor's number and link text; a descriptor closed meanwhile is left out.
-    pub fn fds(&self) -> Got<Vec<(String, Vec<u8>)>> {
+    pub fn fds(&self) -> Got<Vec<Fd>> {
         let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
         let listed = nix::fcntl::openat(&self.fd, "fd", flags, Mode::empty())
             .map_err(io::Error::from)
@@ -230,7 +243,19 @@ impl Dir {
                 continue;
             };
             match nix::fcntl::readlinkat(&fd, name.as_str()) {
-                Ok(t) => out.push((name, t.into_encoded_bytes())),
+                Ok(t) => {
+                    let text = t.into_encoded_bytes();
+                    // A path's mount, asked from the same folder (see `Dir::mount_id`).
+                    let mount = match text.first() {
+                        Some(b'/') => mount_id_at(&fd, &name, self.pid),
+                        _ => Got::Denied("not a path".into()),
+                    };
+                    out.push(Fd {
+                        num: name,
+                        text,
+                        mount,
+                    });
+                }
                 Err(nix::errno::Errno::ENOENT) => {}
                 Err(e) => return judged(&format!("{}/fd/{name}", self.pid), io::Error::from(e)),
             }
