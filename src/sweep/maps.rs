@@ -1,10 +1,10 @@
 //! File-backed maps. A line of `maps` gives the mapped file's device and inode, and its path as
 //! the kernel writes a link: from the mount's own root for a detached mount, in our terms for a
-//! mount of ours that the process's namespace does not list. So a map on a swept folder's
-//! device is placed by the mount it was mapped through: `map_files` names it (as root); else
-//! the mount at its path does, when the file there is the mapped one. Each file is looked up
-//! once per scan (see `Places`), on the reader thread: opening a `map_files` link takes the
-//! process's memory lock.
+//! mount of ours that the process's namespace does not list. So a map is taken at its path
+//! only when the file at that path is the mapped one (see `unproven`); else it is placed by
+//! the mount it was mapped through: `map_files` names it (as root), or the mount at its path
+//! does when the file there is the mapped one. Lookups run on the reader thread: opening a
+//! `map_files` link takes the process's memory lock, and a path may reach a hung server.
 
 use super::holds::{Held, Look, What};
 use super::mounts::{self, Link};
@@ -80,9 +80,9 @@ impl Look<'_> {
     /// Those of the maps `far`, which no table places in a folder by name, whose name is not
     /// proven to be their path. A map's name is written from the root of the mount it was
     /// mapped through, and that mount may be one made and detached while no scan looked (in no
-    /// table): `/f` may then be a swept folder's `f`. A map on a device where nothing lies in a
-    /// folder is nothing whatever its name; on another, it is its name's when the file at that
-    /// name, on a mount the table lists, is the mapped one (asked once per scan and namespace).
+    /// table): `/f` may then be a swept folder's `f`. It is its name's when the file at that
+    /// name, on a mount the table lists, is the mapped one (asked once per scan for each place
+    /// on a filesystem, see `named`).
     fn unproven<'m>(&self, far: Vec<Line<'m>>) -> Vec<Line<'m>> {
         let known = &self.dirs.at_name;
         let is_known = |k: &Named| known.lock().expect("no panic holds it").contains(k);

@@ -1,6 +1,7 @@
-//! Where one link lies: by the mount it is on (its id from `fdinfo`), in this namespace's table,
-//! in ours, or on a mount a scan remembered (see `detached`); and, for a deleted working
-//! directory or root, by its way up `..`.
+//! Where one link lies: by the mount it is on (its id from name_to_handle_at or `fdinfo`), in
+//! this namespace's table, in ours, or on a mount a scan remembered (see `detached`); on a mount
+//! no table lists, nowhere that can be told (unless it is a character device); and, for a
+//! deleted working directory or root, by its way up `..`.
 
 use super::holds::{Held, Look, What};
 use super::mounts::{Link, Table};
