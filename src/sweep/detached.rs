@@ -18,8 +18,8 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-/// At most this many mounts are remembered (the oldest go first): a run that sees more mounts
-/// of its folders than this is not one to keep all of them for.
+/// At most this many mounts are remembered: a run that sees more mounts of its folders than
+/// this is not one to keep all of them for.
 const KEPT: usize = 4096;
 
 /// A mount seen showing a swept folder.
@@ -90,10 +90,11 @@ impl Memory {
                 (Some(i), false) => {
                     seen.remove(i);
                 }
+                // Once full, a new one is not remembered (and so makes no scan wait for it):
+                // a file on it once it is detached is then unverified. Forgetting an old one
+                // for it instead would have every scan "see" one again for the first time.
+                (None, true) if seen.len() >= KEPT => {}
                 (None, true) => {
-                    if seen.len() >= KEPT {
-                        seen.remove(0);
-                    }
                     seen.push(now);
                     fresh = true;
                 }
@@ -278,5 +279,26 @@ mod tests {
             },
             ..target("/")
         }
+    }
+
+    #[test]
+    fn a_full_memory_takes_no_more_and_never_sees_one_again_for_the_first_time() {
+        let memory = Memory::default();
+        let lines: String = (0..KEPT + 10)
+            .map(|i| {
+                format!(
+                    "{} 22 8:1 /srv/data /mnt/v{i} rw - ext4 /dev/sda1 rw\n",
+                    100 + i
+                )
+            })
+            .collect();
+        let table = Table::parse(lines.as_bytes(), Path::new("/"));
+        let dirs = [target("/srv/data/w")];
+        assert!(memory.remember([&table], &dirs));
+        assert!(
+            !memory.remember([&table], &dirs),
+            "seen again for the first time"
+        );
+        assert_eq!(memory.unlisted(&Table::default()).len(), KEPT);
     }
 }
