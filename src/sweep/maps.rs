@@ -7,13 +7,15 @@
 //! `map_files` link takes the process's memory lock, and a path may reach a hung server.
 
 use super::holds::{Held, Look, What};
+use super::mounts::MapLine;
 use super::mounts::{self, Link};
 use super::placing::Is;
 use super::proc;
-use super::target::{By, Named};
+use super::target::By;
 use crate::slowread;
 use std::collections::HashSet;
 use std::io;
+use std::os::unix::ffi::OsStrExt;
 
 /// One file-backed line of `maps`.
 struct Line<'a> {
@@ -85,7 +87,7 @@ impl Look<'_> {
     /// on a filesystem, see `named`).
     fn unproven<'m>(&self, far: Vec<Line<'m>>) -> Vec<Line<'m>> {
         let known = &self.dirs.at_name;
-        let is_known = |k: &Named| known.lock().expect("no panic holds it").contains(k);
+        let is_known = |k: &MapLine| known.lock().expect("no panic holds it").contains_key(k);
         let mut left = Vec::new();
         let mut asked = Vec::new();
         for l in far {
@@ -102,7 +104,7 @@ impl Look<'_> {
             match decode(answer).is_some_and(|(id, ino, _)| id == mount && ino == l.ino) {
                 true => {
                     self.proven(&l, mount);
-                    known.lock().expect("no panic holds it").insert(key);
+                    known.lock().expect("no panic holds it").insert(key, mount);
                 }
                 false => left.push(l),
             }
@@ -120,11 +122,12 @@ impl Look<'_> {
     /// The mount of the map `l`'s device at its name in this table, and where that name lies
     /// on the filesystem with the mapped inode: a fact of the filesystem, whichever namespace
     /// shows it, so one look at it serves every process of the scan.
-    fn named(&self, l: &Line) -> Option<(u64, Named)> {
+    fn named(&self, l: &Line) -> Option<(u64, MapLine)> {
         let link = mounts::link_path(l.path).filter(|k| !k.deleted)?;
         let mount = self.table.mount_on(&link.path, l.dev)?;
         let at = self.table.chain(&link.path, mount).swap_remove(0);
-        Some((mount.id, (at, l.ino)))
+        let place = at.path.as_os_str().as_bytes().to_vec();
+        Some((mount.id, (at.dev, l.ino, place)))
     }
 
     /// Whether some table could place the map `l` in a folder by its path (either reading of

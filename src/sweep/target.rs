@@ -58,9 +58,6 @@ impl Target {
     }
 }
 
-/// A file's place on its filesystem, and its inode.
-pub type Named = (Ident, u64);
-
 /// Every swept folder, and what a scan needs to place a path on a detached mount.
 #[derive(Debug, Default)]
 pub struct Targets {
@@ -80,7 +77,8 @@ pub struct Targets {
     /// Why a folder is left out, when one is: where it is now cannot be told.
     pub unknown: Option<String>,
     /// Mapped files found at their name by this scan (see `maps`).
-    pub at_name: std::sync::Mutex<std::collections::HashSet<Named>>,
+    /// (Its key: the device, the inode and the path on that filesystem; its value unused.)
+    pub at_name: std::sync::Mutex<std::collections::HashMap<super::mounts::MapLine, u64>>,
 }
 
 impl Targets {
