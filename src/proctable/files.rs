@@ -164,17 +164,12 @@ pub fn read_kept(file: &File) -> io::Result<Vec<u8>> {
 pub fn list(name: &str) -> io::Result<Vec<String>> {
     let root = root().map_err(|e| io::Error::other(e.0))?;
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-    let dir = nix::dir::Dir::openat(root, name, flags, Mode::empty())?;
-    let mut names = Vec::new();
-    for entry in dir {
-        let entry = entry?;
-        if let Ok(n) = entry.file_name().to_str() {
-            if n != "." && n != ".." {
-                names.push(n.to_string());
-            }
-        }
-    }
-    Ok(names)
+    let dir = nix::fcntl::openat(root, name, flags, Mode::empty())?;
+    let entries = crate::sys::entries(dir.as_fd())?;
+    Ok(entries
+        .into_iter()
+        .filter_map(|(_, n)| String::from_utf8(n).ok())
+        .collect())
 }
 
 /// How many descriptors vloer-run has open, the one this count itself uses not included.

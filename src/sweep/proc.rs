@@ -92,7 +92,7 @@ pub fn numbered(name: &str) -> Got<Vec<(Pid, u64)>> {
 
 fn numbered_at(at: impl AsFd, name: &str) -> Got<Vec<(Pid, u64)>> {
     let entries = match listed(at, name) {
-        Ok(e) => e,
+        Ok((e, _)) => e,
         Err(e) => return judged(name, e),
     };
     let number = |n: &[u8]| std::str::from_utf8(n).ok()?.parse().ok();
@@ -104,11 +104,12 @@ fn numbered_at(at: impl AsFd, name: &str) -> Got<Vec<(Pid, u64)>> {
     )
 }
 
-/// The entries of the folder `name` under `at`, and the folder, open.
-fn listed(at: impl AsFd, name: &str) -> io::Result<Vec<(u64, Vec<u8>)>> {
+/// The entries of the folder `name` under `at` (each with its inode number), and the folder,
+/// open.
+fn listed(at: impl AsFd, name: &str) -> io::Result<(crate::sys::Entries, OwnedFd)> {
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
     let dir = nix::fcntl::openat(at, name, flags, Mode::empty())?;
-    crate::sys::entries(dir.as_fd())
+    Ok((crate::sys::entries(dir.as_fd())?, dir))
 }
 
 /// One process's folder under /proc, held open: each name under it is then looked up from there,
@@ -229,11 +230,7 @@ impl Dir {
 
     /// Each open descriptor's number and link text; a descriptor closed meanwhile is left out.
     pub fn fds(&self) -> Got<Vec<Fd>> {
-        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-        let listed = nix::fcntl::openat(&self.fd, "fd", flags, Mode::empty())
-            .map_err(io::Error::from)
-            .and_then(|fd| Ok((crate::sys::entries(fd.as_fd())?, fd)));
-        let (entries, fd) = match listed {
+        let (entries, fd) = match listed(&self.fd, "fd") {
             Ok(l) => l,
             Err(e) => return judged(&format!("{}/fd", self.pid), e),
         };

@@ -4,9 +4,12 @@
 
 use super::*;
 
-/// The entries of the folder `dir` (opened O_RDONLY|O_DIRECTORY, read from its start), each
-/// with its inode number; `.` and `..` left out.
-pub fn entries(dir: BorrowedFd) -> io::Result<Vec<(u64, Vec<u8>)>> {
+/// A folder's entries: each one's inode number and name.
+pub type Entries = Vec<(u64, Vec<u8>)>;
+
+/// The entries of the folder `dir` (opened O_RDONLY|O_DIRECTORY, read from its start); `.` and
+/// `..` left out.
+pub fn entries(dir: BorrowedFd) -> io::Result<Entries> {
     let mut buf = vec![0u8; 8192];
     let mut out = Vec::new();
     loop {
