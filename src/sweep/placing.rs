@@ -176,7 +176,7 @@ impl Look<'_> {
 
     /// Where `link`, the link `name` of `dir`, lies on mount `id` (see `by_mount`). Where that
     /// is unknown, a table of the process's namespace read now may list the mount (one made
-    /// after the scan read that table); else a character device is in none (see `or_device`).
+    /// after the scan read that table); else a character device is in none.
     fn placed(
         &self,
         dir: &proc::Dir,
@@ -202,17 +202,12 @@ impl Look<'_> {
             };
             return look.by_mount(id, link, ino, &what);
         }
-        self.or_device(is, || dir.is_device(name, id))
-    }
-
-    /// `is`, except that a character device (a terminal, /dev/null) whose place is unknown
-    /// is taken as in no folder: what is written to one goes to its driver, never into a
-    /// folder, and a process inherits such descriptors across namespaces (a container's
-    /// stdin, opened by its runtime in a namespace no process here shows).
-    pub(super) fn or_device(&self, is: Is, device: impl FnOnce() -> bool) -> Is {
-        match is {
-            Is::Unknown(_) if device() => Is::Not,
-            is => is,
+        // A character device (a terminal, /dev/null) writes into no folder, and a process
+        // inherits such descriptors across namespaces (a container's stdin, opened by its
+        // runtime in a namespace no process here shows).
+        match dir.is_device(name, id) {
+            true => Is::Not,
+            false => is,
         }
     }
 
@@ -225,50 +220,40 @@ impl Look<'_> {
         what: impl Fn() -> String,
     ) -> Is {
         let link = &self.marked(link, id);
+        if id == 0 {
+            // One of the kernel's own mounts (a memfd, shared memory): in no folder.
+            return Is::Not;
+        }
+        // In this namespace's table; else a mount of ours that it does not list (a file opened
+        // before it made a namespace of its own, or kept after its namespace lost the mount),
+        // where the link reads as a path of ours.
+        let listed = match self.table.by_id(id) {
+            Some(m) => Some((m, None)),
+            None if self.dirs.ours(id) => self.ours.by_id(id).map(|m| (m, self.in_ours())),
+            None => None,
+        };
+        let Some((mount, in_ours)) = listed else {
+            return self
+                .on_remembered(id, link, ino)
+                .unwrap_or_else(|| Is::Unknown(unknown(&what(), link, id, self)));
+        };
         // The kernel writes a link on a listed mount below that mount's point: one that is not
         // was read after the mount the table knows by that id was unmounted (the id is another
         // mount's now, one made and detached since). Its text then proves nothing.
-        let off = |m: Option<&super::mounts::Mount>| {
-            m.filter(|m| !link.path.starts_with(&m.point)).map(|m| {
-                Is::Unknown(format!(
-                    "/proc/{}: {} ({}) is not below the mount its id ({id}) names in the table \
-                     read ({}): that mount may have been replaced since",
-                    self.pid,
-                    what(),
-                    link.path.display(),
-                    m.point.display()
-                ))
-            })
-        };
-        match id {
-            // One of the kernel's own mounts (a memfd, shared memory): in no folder.
-            0 => Is::Not,
-            id if self.table.by_id(id).is_some() => {
-                if let Some(is) = off(self.table.by_id(id)) {
-                    return is;
-                }
-                self.table.trust(id);
-                let node = (self.table.by_id(id).zip(ino)).map(|(m, i)| (m.dev, i));
-                self.settled(self.holds_by(link, Some(id), ino), link, node)
-            }
-            // A mount of ours that this process's namespace does not list (a file opened
-            // before it made a namespace of its own, or kept after its namespace lost the
-            // mount): the link reads as a path of ours.
-            id if self.dirs.ours(id) => {
-                if let Some(is) = off(self.ours.by_id(id)) {
-                    return is;
-                }
-                self.ours.trust(id);
-                let held = self
-                    .in_ours()
-                    .is_some_and(|o| o.holds_by(link, Some(id), ino));
-                let node = (self.ours.by_id(id).zip(ino)).map(|(m, i)| (m.dev, i));
-                self.settled(held, link, node)
-            }
-            id => self
-                .on_remembered(id, link, ino)
-                .unwrap_or_else(|| Is::Unknown(unknown(&what(), link, id, self))),
+        if !link.path.starts_with(&mount.point) {
+            return Is::Unknown(format!(
+                "/proc/{}: {} ({}) is not below the mount its id ({id}) names in the table read \
+                 ({}): that mount may have been replaced since",
+                self.pid,
+                what(),
+                link.path.display(),
+                mount.point.display()
+            ));
         }
+        let look = in_ours.as_ref().unwrap_or(self);
+        look.table.trust(id);
+        let node = ino.map(|i| (mount.dev, i));
+        self.settled(look.holds_by(link, Some(id), ino), link, node)
     }
 
     /// Whether some remembered mount that is in no table now would place `link` in a folder: a
